@@ -1,0 +1,100 @@
+import type { z } from 'zod';
+import { DecodeError } from './errors.js';
+import { runEventData } from './run/run.events.js';
+import type { RunEvent } from './run/run.events.js';
+import { stepEventData } from './step/step.events.js';
+import type { StepEvent } from './step/step.events.js';
+import { taskEventData } from './task/task.events.js';
+import type { TaskEvent } from './task/task.events.js';
+import { systemEventData, workerEventData } from './worker/worker.events.js';
+import type { SystemEvent, WorkerEvent } from './worker/worker.events.js';
+
+export type SonarEvent = TaskEvent | StepEvent | RunEvent | WorkerEvent | SystemEvent;
+export type SonarEventType = SonarEvent['type'];
+export type EventData<T extends SonarEventType> = Extract<SonarEvent, { type: T }>['data'];
+
+/** The aggregate an event belongs to, named by the third token of its subject. */
+export type AggregateKind = 'run' | 'step' | 'task' | 'worker' | 'system';
+
+const schemas: Record<SonarEventType, z.ZodType> = {
+  ...taskEventData,
+  ...stepEventData,
+  ...runEventData,
+  ...workerEventData,
+  ...systemEventData,
+};
+
+const kinds: Record<SonarEventType, AggregateKind> = Object.fromEntries([
+  ...Object.keys(taskEventData).map((t) => [t, 'task']),
+  ...Object.keys(stepEventData).map((t) => [t, 'step']),
+  ...Object.keys(runEventData).map((t) => [t, 'run']),
+  ...Object.keys(workerEventData).map((t) => [t, 'worker']),
+  ...Object.keys(systemEventData).map((t) => [t, 'system']),
+]) as Record<SonarEventType, AggregateKind>;
+
+export const EVENT_TYPES = Object.keys(schemas) as SonarEventType[];
+
+export const isEventType = (type: unknown): type is SonarEventType =>
+  typeof type === 'string' && Object.hasOwn(schemas, type);
+
+export const aggregateKindOf = (type: SonarEventType): AggregateKind => kinds[type];
+
+/** The event versions this reader knows. A new version ships with an upcaster from the old. */
+export const EVENT_VERSION = 1;
+
+export type Result<T, E = DecodeError> = { ok: true; value: T } | { ok: false; error: E };
+
+/**
+ * Validates a stored event's type and data. A bad event is a Result, never a throw: replay
+ * logs it, counts it and goes on (DESIGN.md section 3).
+ */
+export function decodeEvent(
+  type: unknown,
+  data: unknown,
+  time: string,
+  v: number = EVENT_VERSION,
+): Result<SonarEvent> {
+  if (v !== EVENT_VERSION) {
+    return { ok: false, error: new DecodeError(`unsupported event version ${JSON.stringify(v)}`) };
+  }
+  if (!isEventType(type)) {
+    return { ok: false, error: new DecodeError(`unknown event type ${JSON.stringify(type)}`) };
+  }
+  const parsed = schemas[type].safeParse(data ?? {});
+  if (!parsed.success) {
+    const problems = parsed.error.issues
+      .map((i) => `'${i.path.join('.') || 'data'}' ${i.message}`)
+      .join('; ');
+    return { ok: false, error: new DecodeError(`${type}: ${problems}`) };
+  }
+  return { ok: true, value: { type, data: parsed.data, time } as SonarEvent };
+}
+
+/** Where an event lives, parsed from `<prefix>.events.<kind>.<ids...>`. */
+export interface AggregateRef {
+  kind: AggregateKind;
+  /** Projection key: `<runId>.<taskId>`, `<runId>.<stepId>`, `<runId>`, `<workerId>`, `<name>`. */
+  key: string;
+}
+
+const ID_TOKEN = /^[A-Za-z0-9_-]{1,64}$/;
+
+/** Parses an event subject; the prefix is any single token. Null when it is not one. */
+export function parseEventSubject(subject: string): AggregateRef | null {
+  const t = subject.split('.');
+  if (t.length < 4 || t[1] !== 'events') return null;
+  const kind = t[2];
+  const ids = t.slice(3);
+  if (!ids.every((id) => ID_TOKEN.test(id))) return null;
+  switch (kind) {
+    case 'task':
+    case 'step':
+      return ids.length === 2 ? { kind, key: ids.join('.') } : null;
+    case 'run':
+    case 'worker':
+    case 'system':
+      return ids.length === 1 ? { kind, key: ids[0]! } : null;
+    default:
+      return null;
+  }
+}

@@ -1,0 +1,268 @@
+import type { SnapshotFrom } from 'xstate';
+import { IllegalTransitionError } from './errors.js';
+import { decodeEvent, parseEventSubject } from './events.js';
+import type { AggregateKind, AggregateRef, SonarEvent } from './events.js';
+import { runMachine } from './run/run.machine.js';
+import type { RunEvent } from './run/run.events.js';
+import { stepMachine } from './step/step.machine.js';
+import type { StepEvent } from './step/step.events.js';
+import { taskMachine } from './task/task.machine.js';
+import type { TaskEvent } from './task/task.events.js';
+import { createTransitioner } from './transitioner.js';
+import type { ActionNames } from './transitioner.js';
+import { workerMachine } from './worker/worker.machine.js';
+import type { WorkerEvent } from './worker/worker.events.js';
+
+export type TaskSnapshot = SnapshotFrom<typeof taskMachine>;
+export type StepSnapshot = SnapshotFrom<typeof stepMachine>;
+export type RunSnapshot = SnapshotFrom<typeof runMachine>;
+export type WorkerSnapshot = SnapshotFrom<typeof workerMachine>;
+
+/** One aggregate's current snapshot and the stream sequence of its last event (for OCC). */
+export interface Aggregate<S> {
+  snapshot: S;
+  seq: number;
+}
+
+/** Non-terminal task states, indexed so that a reconcile tick never walks finished tasks. */
+export const OPEN_TASK_STATES = ['Pending', 'Published', 'Running', 'Finalizing', 'Poisoned'] as const;
+export type OpenTaskState = (typeof OPEN_TASK_STATES)[number];
+
+/**
+ * The whole state, folded from events. It is only ever changed by `applyEvent`, which both
+ * replay and the live projection loop call: the write path and the replay path share it.
+ */
+export interface Projection {
+  tasks: Map<string, Aggregate<TaskSnapshot>>;
+  steps: Map<string, Aggregate<StepSnapshot>>;
+  runs: Map<string, Aggregate<RunSnapshot>>;
+  workers: Map<string, Aggregate<WorkerSnapshot>>;
+  /** Task keys of each step (`<runId>.<stepId>`), in `TaskCreated` order. */
+  stepTasks: Map<string, string[]>;
+  /** Open tasks by state; terminal tasks are in no set. */
+  tasksByState: Record<OpenTaskState, Set<string>>;
+  leader: { nodeId: string; time: string; seq: number } | null;
+  /** Stream sequence of the last event applied. */
+  lastSeq: number;
+}
+
+export function createProjection(): Projection {
+  return {
+    tasks: new Map(),
+    steps: new Map(),
+    runs: new Map(),
+    workers: new Map(),
+    stepTasks: new Map(),
+    tasksByState: {
+      Pending: new Set(),
+      Published: new Set(),
+      Running: new Set(),
+      Finalizing: new Set(),
+      Poisoned: new Set(),
+    },
+    leader: null,
+    lastSeq: 0,
+  };
+}
+
+/** A stored event as it comes off the stream or out of a JSONL line. */
+export interface EventRecord {
+  seq: number;
+  subject: string;
+  time: string;
+  type: unknown;
+  data: unknown;
+  v?: number;
+}
+
+/** What one event did: the backend carries out `actions` after a successful append. */
+export interface Applied {
+  ref: AggregateRef;
+  event: SonarEvent;
+  from: string | null;
+  to: string;
+  actions: ActionNames;
+}
+
+export type ApplyOutcome = ({ ok: true } & Applied) | { ok: false; reason: string };
+
+const machines = {
+  task: createTransitioner(taskMachine),
+  step: createTransitioner(stepMachine),
+  run: createTransitioner(runMachine),
+  worker: createTransitioner(workerMachine),
+};
+
+const creators: Record<string, AggregateKind> = {
+  TaskCreated: 'task',
+  StepCreated: 'step',
+  RunSubmitted: 'run',
+  WorkerJoined: 'worker',
+};
+
+type AnySnapshot = TaskSnapshot | StepSnapshot | RunSnapshot | WorkerSnapshot;
+
+function tableOf(p: Projection, kind: AggregateKind): Map<string, Aggregate<AnySnapshot>> | null {
+  switch (kind) {
+    case 'task':
+      return p.tasks;
+    case 'step':
+      return p.steps;
+    case 'run':
+      return p.runs;
+    case 'worker':
+      return p.workers;
+    case 'system':
+      return null;
+  }
+}
+
+/** The aggregate key an event's own data names, for creation events (checked against the subject). */
+function keyInData(event: SonarEvent): string | null {
+  switch (event.type) {
+    case 'TaskCreated':
+      return `${event.data.runId}.${event.data.taskId}`;
+    case 'StepCreated':
+      return `${event.data.runId}.${event.data.stepId}`;
+    case 'RunSubmitted':
+      return event.data.runId;
+    case 'WorkerJoined':
+      return event.data.workerId;
+    default:
+      return null;
+  }
+}
+
+/**
+ * Computes what `event` would do to its aggregate, without changing the projection. The
+ * backend calls this before appending (an event the machine refuses is never written) and
+ * uses `seq` as the append's expected last subject sequence.
+ */
+export function evaluate(
+  p: Projection,
+  ref: AggregateRef,
+  event: SonarEvent,
+): { next: AnySnapshot | null; from: string | null; to: string; actions: ActionNames; seq: number } {
+  if (ref.kind === 'system') {
+    if (event.type !== 'ReconcilerElected') throw new IllegalTransitionError('system', null, event.type);
+    return { next: null, from: null, to: 'Elected', actions: [], seq: p.leader?.seq ?? 0 };
+  }
+  const kind = creators[event.type];
+  const table = tableOf(p, ref.kind)!;
+  const current = table.get(ref.key);
+  if (kind !== undefined) {
+    if (kind !== ref.kind || keyInData(event) !== ref.key) {
+      throw new IllegalTransitionError(ref.kind, `subject key ${ref.key}`, event.type);
+    }
+    if (current) throw new IllegalTransitionError(ref.kind, current.snapshot.value, event.type);
+    const [next, actions] = initialOf(ref.kind, event);
+    return { next, from: null, to: String(next.value), actions, seq: 0 };
+  }
+  if (!current) throw new IllegalTransitionError(ref.kind, 'none', event.type);
+  const step = nextOf(ref.kind, current.snapshot, event);
+  if (!step) throw new IllegalTransitionError(ref.kind, current.snapshot.value, event.type);
+  return {
+    next: step[0],
+    from: String(current.snapshot.value),
+    to: String(step[0].value),
+    actions: step[1],
+    seq: current.seq,
+  };
+}
+
+function initialOf(kind: AggregateKind, event: SonarEvent): [AnySnapshot, ActionNames] {
+  switch (event.type) {
+    case 'TaskCreated':
+      return machines.task.initial(event);
+    case 'StepCreated':
+      return machines.step.initial(event);
+    case 'RunSubmitted':
+      return machines.run.initial(event);
+    case 'WorkerJoined':
+      return machines.worker.initial(event);
+    default:
+      throw new IllegalTransitionError(kind, 'none', event.type);
+  }
+}
+
+function nextOf(
+  kind: AggregateKind,
+  snapshot: AnySnapshot,
+  event: SonarEvent,
+): [AnySnapshot, ActionNames] | null {
+  switch (kind) {
+    case 'task':
+      return machines.task.next(snapshot as TaskSnapshot, event as TaskEvent);
+    case 'step':
+      return machines.step.next(snapshot as StepSnapshot, event as StepEvent);
+    case 'run':
+      return machines.run.next(snapshot as RunSnapshot, event as RunEvent);
+    case 'worker':
+      return machines.worker.next(snapshot as WorkerSnapshot, event as WorkerEvent);
+    case 'system':
+      return null;
+  }
+}
+
+const isOpen = (state: string): state is OpenTaskState =>
+  (OPEN_TASK_STATES as readonly string[]).includes(state);
+
+/**
+ * Applies one decoded event at stream sequence `seq`. Throws IllegalTransitionError when the
+ * machine refuses it; the projection is then unchanged.
+ */
+export function applyDecoded(
+  p: Projection,
+  ref: AggregateRef,
+  event: SonarEvent,
+  seq: number,
+): Applied {
+  const { next, from, to, actions } = evaluate(p, ref, event);
+  if (seq > p.lastSeq) p.lastSeq = seq;
+  if (ref.kind === 'system') {
+    if (event.type === 'ReconcilerElected') {
+      p.leader = { nodeId: event.data.nodeId, time: event.time, seq };
+    }
+    return { ref, event, from, to, actions };
+  }
+  const table = tableOf(p, ref.kind)!;
+  const current = table.get(ref.key);
+  if (current) {
+    current.snapshot = next!;
+    current.seq = seq;
+  } else {
+    table.set(ref.key, { snapshot: next!, seq });
+  }
+  if (ref.kind === 'task') {
+    if (from === null && event.type === 'TaskCreated') {
+      const stepKey = `${event.data.runId}.${event.data.stepId}`;
+      const list = p.stepTasks.get(stepKey);
+      if (list) list.push(ref.key);
+      else p.stepTasks.set(stepKey, [ref.key]);
+    }
+    if (from !== to) {
+      if (from !== null && isOpen(from)) p.tasksByState[from].delete(ref.key);
+      if (isOpen(to)) p.tasksByState[to].add(ref.key);
+    }
+  }
+  return { ref, event, from, to, actions };
+}
+
+/**
+ * Decodes and applies one stored record. Never throws: a record that cannot be decoded or
+ * that the machine refuses comes back as `{ ok: false, reason }` for replay to count.
+ */
+export function applyEvent(p: Projection, record: EventRecord): ApplyOutcome {
+  // A refused event still moves the read position: the live loop resumes after it.
+  if (record.seq > p.lastSeq) p.lastSeq = record.seq;
+  const ref = parseEventSubject(record.subject);
+  if (!ref) return { ok: false, reason: `not an event subject: ${JSON.stringify(record.subject)}` };
+  const decoded = decodeEvent(record.type, record.data, record.time, record.v);
+  if (!decoded.ok) return { ok: false, reason: decoded.error.message };
+  try {
+    return { ok: true, ...applyDecoded(p, ref, decoded.value, record.seq) };
+  } catch (err: unknown) {
+    if (err instanceof IllegalTransitionError) return { ok: false, reason: err.message };
+    throw err;
+  }
+}

@@ -1,0 +1,43 @@
+import type { Projection } from './projection.js';
+import type { Skipped } from './replay.js';
+
+/** `sonar replay --json` (DESIGN.md section 8). */
+export interface ReplayView {
+  tasks: Record<
+    string,
+    {
+      state: string;
+      attempt: number;
+      attemptId: string | null;
+      tag: string | null;
+      workerId: string | null;
+      recoveries: number;
+    }
+  >;
+  steps: Record<string, { state: string; starved: boolean }>;
+  runs: Record<string, { state: string }>;
+  workers: Record<string, { state: string }>;
+  skipped: Skipped[];
+}
+
+/** The public view of a projection, keys in insertion (event) order. */
+export function replayView(p: Projection, skipped: Skipped[]): ReplayView {
+  const view: ReplayView = { tasks: {}, steps: {}, runs: {}, workers: {}, skipped };
+  for (const [key, { snapshot }] of p.tasks) {
+    const c = snapshot.context;
+    view.tasks[key] = {
+      state: String(snapshot.value),
+      attempt: c.attempt,
+      attemptId: c.attemptId,
+      tag: c.tag,
+      workerId: c.workerId,
+      recoveries: c.recoveries,
+    };
+  }
+  for (const [key, { snapshot }] of p.steps) {
+    view.steps[key] = { state: String(snapshot.value), starved: snapshot.context.starved };
+  }
+  for (const [key, { snapshot }] of p.runs) view.runs[key] = { state: String(snapshot.value) };
+  for (const [key, { snapshot }] of p.workers) view.workers[key] = { state: String(snapshot.value) };
+  return view;
+}

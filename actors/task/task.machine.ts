@@ -1,0 +1,280 @@
+import { assign, setup } from 'xstate';
+import type {
+  TaskAttemptFailed,
+  TaskCancelled,
+  TaskCreated,
+  TaskDead,
+  TaskEvent,
+  TaskPublished,
+  TaskRequeued,
+} from './task.events.js';
+
+/** Everything the backend and the reconciler need to know about one task. */
+export interface TaskContext {
+  runId: string;
+  stepId: string;
+  taskId: string;
+  tags: string[];
+  command?: string[] | undefined;
+  input?: unknown;
+  maxAttempts: number;
+  /** Publishes so far; never reset. */
+  attempt: number;
+  attemptId: string | null;
+  tokenHash: string | null;
+  tag: string | null;
+  workerId: string | null;
+  /** `TaskAttemptFailed` so far; counted against `maxAttempts`. */
+  failures: number;
+  /** Not before this time may the task be published again (after a retryable failure). */
+  retryAt: string | null;
+  /** Counted (`worker-lost`) recoveries over the task's whole life, `TaskDead` included. */
+  recoveries: number;
+  /** Times of the counted recoveries, for the sliding recovery window. */
+  recoveredAt: string[];
+  publishedAt: string | null;
+  startedAt: string | null;
+  acceptedAt: string | null;
+  outputRef: string | null;
+  outputBytes: number | null;
+  /** Base64 output kept only while it may still be finalized (Finalizing or Poisoned). */
+  outputInline: string | null;
+  resultKey: string | null;
+  error: string | null;
+  /** Operator retries of finalization: the `n` of the finalize job's msg id. */
+  finalizeRound: number;
+}
+
+export type TaskState =
+  | 'Pending'
+  | 'Published'
+  | 'Running'
+  | 'Finalizing'
+  | 'Succeeded'
+  | 'Failed'
+  | 'Dead'
+  | 'Cancelled'
+  | 'Poisoned';
+
+/** States from which a task never moves again. Poisoned is held, not terminal. */
+export const TERMINAL_TASK_STATES: ReadonlySet<string> = new Set([
+  'Succeeded',
+  'Failed',
+  'Dead',
+  'Cancelled',
+]);
+
+/** Settled: nothing more happens without an operator (terminal, or Poisoned). */
+export const isSettledTaskState = (state: string): boolean =>
+  TERMINAL_TASK_STATES.has(state) || state === 'Poisoned';
+
+export function initialTaskContext(created: TaskCreated): TaskContext {
+  const d = created.data;
+  return {
+    runId: d.runId,
+    stepId: d.stepId,
+    taskId: d.taskId,
+    tags: d.tags,
+    command: d.command,
+    input: d.input,
+    maxAttempts: d.maxAttempts,
+    attempt: 0,
+    attemptId: null,
+    tokenHash: null,
+    tag: null,
+    workerId: null,
+    failures: 0,
+    retryAt: null,
+    recoveries: 0,
+    recoveredAt: [],
+    publishedAt: null,
+    startedAt: null,
+    acceptedAt: null,
+    outputRef: null,
+    outputBytes: null,
+    outputInline: null,
+    resultKey: null,
+    error: null,
+    finalizeRound: 0,
+  };
+}
+
+/** The attempt-scoped fields cleared when a task returns to Pending. */
+const backToPending = {
+  attemptId: null,
+  tokenHash: null,
+  tag: null,
+  workerId: null,
+  publishedAt: null,
+  startedAt: null,
+  acceptedAt: null,
+  outputRef: null,
+  outputBytes: null,
+  outputInline: null,
+  resultKey: null,
+} as const;
+
+const attemptIdOf = (event: TaskEvent): string | undefined =>
+  'attemptId' in event.data ? event.data.attemptId : undefined;
+
+const countsAsRecovery = (event: TaskRequeued): boolean => event.data.reason === 'worker-lost';
+
+const isRetryableFailure = (context: TaskContext, event: TaskAttemptFailed): boolean =>
+  event.data.retryable && context.failures + 1 < context.maxAttempts;
+
+/**
+ * Task lifecycle (DESIGN.md section 3):
+ * Pending -> Published -> Running -> Finalizing -> Succeeded; terminal Failed, Dead, Cancelled;
+ * Poisoned is held until an operator retries (-> Finalizing) or cancels it.
+ *
+ * Inputs are stored events, never commands: the backend asks `can()` before appending, so an
+ * event this machine refuses is never written. Every event carrying an attemptId is accepted
+ * only for the current attempt (`isCurrentAttempt`). There are no timers: timeouts are events
+ * the reconciler appends. The one named action, `enqueueFinalization`, is returned by
+ * `transition()` and carried out by the backend.
+ */
+export const taskMachine = setup({
+  types: {
+    context: {} as TaskContext,
+    events: {} as TaskEvent,
+    input: {} as TaskCreated,
+  },
+  guards: {
+    isCurrentAttempt: ({ context, event }) =>
+      context.attemptId !== null && attemptIdOf(event) === context.attemptId,
+    isNextAttempt: ({ context, event }) =>
+      (event as TaskPublished).data.attempt === context.attempt + 1,
+    isRetryableFailure: ({ context, event }) =>
+      attemptIdOf(event) === context.attemptId &&
+      isRetryableFailure(context, event as TaskAttemptFailed),
+  },
+  actions: {
+    /** Carried out by the backend after the append: enqueue the finalization job. */
+    enqueueFinalization: () => {},
+    publish: assign(({ event }) => {
+      const e = event as TaskPublished;
+      return {
+        attempt: e.data.attempt,
+        attemptId: e.data.attemptId,
+        tokenHash: e.data.tokenHash,
+        tag: e.data.tag,
+        publishedAt: e.time,
+        retryAt: null,
+      };
+    }),
+    requeue: assign(({ context, event }) => {
+      const e = event as TaskRequeued;
+      return countsAsRecovery(e)
+        ? {
+            ...backToPending,
+            recoveries: context.recoveries + 1,
+            recoveredAt: [...context.recoveredAt, e.time],
+          }
+        : backToPending;
+    }),
+    die: assign(({ context, event }) => ({
+      recoveries: context.recoveries + 1,
+      recoveredAt: [...context.recoveredAt, event.time],
+      error: `dead: ${(event as TaskDead).data.reason}`,
+    })),
+    failAttempt: assign(({ context, event }) => {
+      const e = event as TaskAttemptFailed;
+      return {
+        ...backToPending,
+        failures: context.failures + 1,
+        retryAt: e.data.retryAt ?? null,
+        error: e.data.error,
+      };
+    }),
+    failTask: assign(({ context, event }) => {
+      const e = event as TaskAttemptFailed;
+      return { failures: context.failures + 1, workerId: e.data.workerId, error: e.data.error };
+    }),
+    cancel: assign(({ event }) => ({
+      error: `cancelled: ${(event as TaskCancelled).data.reason}`,
+    })),
+  },
+}).createMachine({
+  id: 'task',
+  initial: 'Pending',
+  context: ({ input }) => initialTaskContext(input),
+  states: {
+    Pending: {
+      on: {
+        TaskPublished: { guard: 'isNextAttempt', target: 'Published', actions: 'publish' },
+        TaskCancelled: { target: 'Cancelled', actions: 'cancel' },
+      },
+    },
+    Published: {
+      on: {
+        TaskStarted: {
+          guard: 'isCurrentAttempt',
+          target: 'Running',
+          actions: assign(({ event }) => ({ workerId: event.data.workerId, startedAt: event.time })),
+        },
+        TaskRequeued: { guard: 'isCurrentAttempt', target: 'Pending', actions: 'requeue' },
+        TaskDead: { target: 'Dead', actions: 'die' },
+        TaskCancelled: { target: 'Cancelled', actions: 'cancel' },
+      },
+    },
+    Running: {
+      on: {
+        TaskRequeued: { guard: 'isCurrentAttempt', target: 'Pending', actions: 'requeue' },
+        TaskDead: { target: 'Dead', actions: 'die' },
+        TaskAttemptFailed: [
+          { guard: 'isRetryableFailure', target: 'Pending', actions: 'failAttempt' },
+          { guard: 'isCurrentAttempt', target: 'Failed', actions: 'failTask' },
+        ],
+        TaskResultAccepted: {
+          guard: 'isCurrentAttempt',
+          target: 'Finalizing',
+          actions: [
+            assign(({ event }) => ({
+              workerId: event.data.workerId,
+              acceptedAt: event.time,
+              outputRef: event.data.outputRef,
+              outputBytes: event.data.outputBytes,
+              outputInline: event.data.outputInline ?? null,
+            })),
+            'enqueueFinalization',
+          ],
+        },
+        TaskCancelled: { target: 'Cancelled', actions: 'cancel' },
+      },
+    },
+    Finalizing: {
+      on: {
+        TaskFinalized: {
+          guard: 'isCurrentAttempt',
+          target: 'Succeeded',
+          actions: assign(({ event }) => ({ resultKey: event.data.resultKey, outputInline: null })),
+        },
+        TaskPoisoned: {
+          guard: 'isCurrentAttempt',
+          target: 'Poisoned',
+          actions: assign(({ event }) => ({ error: event.data.error })),
+        },
+        TaskCancelled: { target: 'Cancelled', actions: 'cancel' },
+      },
+    },
+    Poisoned: {
+      on: {
+        TaskFinalizeRetried: {
+          guard: 'isCurrentAttempt',
+          target: 'Finalizing',
+          actions: [
+            assign(({ context }) => ({ finalizeRound: context.finalizeRound + 1, error: null })),
+            'enqueueFinalization',
+          ],
+        },
+        TaskCancelled: { target: 'Cancelled', actions: 'cancel' },
+      },
+    },
+    Succeeded: { type: 'final' },
+    Failed: { type: 'final' },
+    Dead: { type: 'final' },
+    Cancelled: { type: 'final' },
+  },
+});
+
+export type TaskMachine = typeof taskMachine;

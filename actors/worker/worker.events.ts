@@ -1,0 +1,42 @@
+import { z } from 'zod';
+import type { Stored } from '../task/task.events.js';
+
+const id = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/);
+
+/** Data schemas of the worker and system events (DESIGN.md section 3). */
+export const workerEventData = {
+  WorkerJoined: z.object({
+    workerId: id,
+    host: z.string(),
+    instanceId: z.string().optional(),
+    tags: z.array(id).min(1),
+    slots: z.number().int().min(1),
+  }),
+  WorkerDraining: z.object({
+    reason: z.enum(['spot-interruption', 'shutdown']),
+    deadline: z.string().optional(),
+  }),
+  WorkerLeft: z.object({}),
+  WorkerLost: z.object({
+    lastPulseAt: z.string().nullable().optional(),
+    reason: z.enum(['expired', 'exited']),
+  }),
+} as const;
+
+export const systemEventData = {
+  ReconcilerElected: z.object({ nodeId: z.string().min(1) }),
+} as const;
+
+type Data = { [K in keyof typeof workerEventData]: z.output<(typeof workerEventData)[K]> };
+
+export type WorkerJoined = Stored<'WorkerJoined', Data['WorkerJoined']>;
+export type WorkerDraining = Stored<'WorkerDraining', Data['WorkerDraining']>;
+export type WorkerLeft = Stored<'WorkerLeft', Data['WorkerLeft']>;
+export type WorkerLost = Stored<'WorkerLost', Data['WorkerLost']>;
+export type WorkerEvent = WorkerJoined | WorkerDraining | WorkerLeft | WorkerLost;
+
+export type ReconcilerElected = Stored<
+  'ReconcilerElected',
+  z.output<(typeof systemEventData)['ReconcilerElected']>
+>;
+export type SystemEvent = ReconcilerElected;

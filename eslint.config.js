@@ -1,0 +1,77 @@
+// @ts-check
+import js from '@eslint/js';
+import tseslint from 'typescript-eslint';
+import prettierConfig from 'eslint-config-prettier';
+
+export default tseslint.config(
+  { ignores: ['node_modules/**', 'dist/**', '.sonar/**', 'bin/**', 'scripts/**', 'eslint.config.js'] },
+  js.configs.recommended,
+  ...tseslint.configs.recommendedTypeChecked,
+  {
+    languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
+    linterOptions: { reportUnusedDisableDirectives: 'error' },
+    rules: {
+      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/no-misused-promises': 'error',
+      '@typescript-eslint/switch-exhaustiveness-check': [
+        'error',
+        { considerDefaultExhaustiveForUnions: true },
+      ],
+      '@typescript-eslint/consistent-type-imports': ['error', { fixStyle: 'separate-type-imports' }],
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrorsIgnorePattern: '^_' },
+      ],
+      'no-console': 'error',
+    },
+  },
+  {
+    // The pure core: no network, no clock, no randomness, no node builtins (DESIGN.md §1).
+    files: ['actors/**'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            { group: ['**/src/**', '**/streams/**', '../src/*', '../streams/*'], message: 'actors/ is pure: it must not import src/ or streams/.' },
+            { group: ['@nats-io/*', 'node:*', 'pino', 'minio'], message: 'actors/ is pure: no I/O libraries.' },
+          ],
+        },
+      ],
+      'no-restricted-properties': [
+        'error',
+        { object: 'Date', property: 'now', message: 'actors/ is pure: take `now` as an input.' },
+        { object: 'Math', property: 'random', message: 'actors/ is pure: take ids as inputs.' },
+        { object: 'crypto', property: 'randomUUID', message: 'actors/ is pure: take ids as inputs.' },
+      ],
+      'no-restricted-syntax': [
+        'error',
+        { selector: "NewExpression[callee.name='Date'][arguments.length=0]", message: 'actors/ is pure: take `now` as an input.' },
+        { selector: "CallExpression[callee.name=/^(setTimeout|setInterval|setImmediate)$/]", message: 'actors/ is pure: no timers.' },
+      ],
+      'no-restricted-globals': ['error', 'crypto', 'performance', 'process', 'fetch'],
+    },
+  },
+  {
+    files: ['streams/**'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        { patterns: [{ group: ['**/src/**', '../src/*'], message: 'streams/ must not import src/.' }] },
+      ],
+    },
+  },
+  {
+    files: ['src/cli/**', 'test/**', 'bench/**'],
+    rules: { 'no-console': 'off' },
+  },
+  {
+    files: ['test/**', 'bench/**'],
+    rules: {
+      '@typescript-eslint/no-unsafe-assignment': 'off',
+      '@typescript-eslint/no-unsafe-member-access': 'off',
+      '@typescript-eslint/no-non-null-assertion': 'off',
+    },
+  },
+  prettierConfig,
+);

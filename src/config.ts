@@ -1,0 +1,584 @@
+/**
+ * Sonar's configuration (DESIGN.md §9): one zod schema over the `SONAR_*` environment
+ * variables, with CLI flags on top. Durations and sizes resolve to milliseconds and bytes.
+ *
+ * A bad value is refused with the variable's name and the value:
+ * `SONAR_PULSE_INTERVAL: "5x" is not a duration (e.g. 5s)`.
+ *
+ * @module
+ */
+import { z } from 'zod';
+import { formatDuration, parseDuration, parseSize } from './duration.js';
+
+/** Where outputs go when `SONAR_S3_*` is set (otherwise the `sonar_outputs` object store). */
+export interface S3Config {
+  /** `SONAR_S3_ENDPOINT`: an http(s) URL, e.g. `https://s3.eu-west-1.amazonaws.com`. */
+  endpoint: string;
+  /** `SONAR_S3_BUCKET`. */
+  bucket: string;
+  /** `SONAR_S3_ACCESS_KEY`. */
+  accessKey: string;
+  /** `SONAR_S3_SECRET_KEY`. */
+  secretKey: string;
+}
+
+/** The resolved configuration: durations in ms, sizes in bytes. */
+export interface SonarConfig {
+  /**
+   * `SONAR_NATS_URL`: the NATS server(s), comma-separated.
+   * @defaultValue `nats://127.0.0.1:4222` (where `sonar dev` listens by default)
+   */
+  natsUrl: string;
+  /**
+   * `SONAR_NATS_CREDS`: path of a NATS creds file.
+   * @defaultValue unset
+   */
+  natsCreds?: string;
+  /**
+   * `SONAR_NATS_USER`: user name, with {@link SonarConfig.natsPassword}.
+   * @defaultValue unset
+   */
+  natsUser?: string;
+  /**
+   * `SONAR_NATS_PASSWORD`.
+   * @defaultValue unset
+   */
+  natsPassword?: string;
+  /**
+   * `SONAR_NATS_TLS_CA`: path of a CA bundle to verify the server with.
+   * @defaultValue unset
+   */
+  natsTlsCa?: string;
+  /**
+   * `SONAR_PREFIX`: renames every subject, stream and bucket (DESIGN.md §2). Lowercase
+   * letters, digits, `_` and `-`, starting with a letter, at most 31 characters.
+   * @defaultValue `sonar`
+   */
+  prefix: string;
+  /**
+   * `SONAR_TICK`: how often the reconciler leader reconciles.
+   * @defaultValue 2s
+   */
+  tickMs: number;
+  /**
+   * `SONAR_PUBLISH_TIMEOUT`: a Published task no worker started within this is requeued.
+   * @defaultValue 10m
+   */
+  publishTimeoutMs: number;
+  /**
+   * `SONAR_ORPHAN_AGE`: a Running task on a worker that is no longer live is requeued once
+   * it has run this long.
+   * @defaultValue 10m
+   */
+  orphanAgeMs: number;
+  /**
+   * `SONAR_PULSE_INTERVAL`: how often a worker puts its registry entry.
+   * @defaultValue 5s
+   */
+  pulseIntervalMs: number;
+  /**
+   * `SONAR_PULSE_TTL`: the registry bucket's TTL; must be more than the pulse interval.
+   * @defaultValue 15s (3 pulses)
+   */
+  pulseTtlMs: number;
+  /**
+   * `SONAR_RECOVERY_LIMIT`: recoveries within the window after which a task goes Dead.
+   * @defaultValue 3
+   */
+  recoveryLimit: number;
+  /**
+   * `SONAR_RECOVERY_WINDOW`: the window recoveries are counted in.
+   * @defaultValue 72h
+   */
+  recoveryWindowMs: number;
+  /**
+   * `SONAR_CAPACITY_MULTIPLIER`: capacity = floor(multiplier × slots); may be fractional.
+   * @defaultValue 1
+   */
+  capacityMultiplier: number;
+  /**
+   * `SONAR_DISPATCH_BATCH`: tasks a step places per turn of the water-fill.
+   * @defaultValue 8
+   */
+  dispatchBatch: number;
+  /**
+   * `SONAR_FINALIZERS`: concurrent finalization jobs per backend.
+   * @defaultValue 4
+   */
+  finalizers: number;
+  /**
+   * `SONAR_FINALIZE_LEASE`: a finalization job's lease (the consumer's ack_wait).
+   * @defaultValue 30s
+   */
+  finalizeLeaseMs: number;
+  /**
+   * `SONAR_FINALIZE_MAX_DELIVER`: deliveries of a finalization job before it is poisoned.
+   * @defaultValue 6
+   */
+  finalizeMaxDeliver: number;
+  /**
+   * `SONAR_DRAIN_GRACE`: how long a draining worker lets running tasks finish.
+   * @defaultValue 20s (under Kubernetes' default 30 s termination grace)
+   */
+  drainGraceMs: number;
+  /**
+   * `SONAR_SPOT_MARGIN`: a worker under a spot notice stops this long before the notice's time.
+   * @defaultValue 10s
+   */
+  spotMarginMs: number;
+  /**
+   * `SONAR_MAX_OUTPUT`: larger task outputs are refused.
+   * @defaultValue 64MiB
+   */
+  maxOutputBytes: number;
+  /**
+   * `SONAR_MAX_INPUT`: larger task inputs are refused.
+   * @defaultValue 256KiB
+   */
+  maxInputBytes: number;
+  /**
+   * `SONAR_LOCK_TTL`: TTL of the leader lock; must be more than the tick.
+   * @defaultValue 10s
+   */
+  lockTtlMs: number;
+  /**
+   * `SONAR_REPLICAS`: replicas of every stream and bucket (1 to 5; 3 on a cluster).
+   * @defaultValue 1
+   */
+  replicas: number;
+  /**
+   * `SONAR_HTTP_PORT`: one port for `/metrics`, `/healthz`, `/readyz`, the dashboard and its
+   * API; `0` picks a free port.
+   * @defaultValue unset (off)
+   */
+  httpPort?: number;
+  /**
+   * `SONAR_RETENTION`: events, results and outputs of runs finished longer ago are purged.
+   * @defaultValue 30d
+   */
+  retentionMs: number;
+  /**
+   * `SONAR_FULL_SWEEP`: how often one backend runs the full sweep.
+   * @defaultValue 1h
+   */
+  fullSweepMs: number;
+  /**
+   * `SONAR_IMDS_URL`: base URL of the instance metadata service (spot notices).
+   * @defaultValue `http://169.254.169.254`
+   */
+  imdsUrl: string;
+  /**
+   * `SONAR_S3_ENDPOINT`, `SONAR_S3_BUCKET`, `SONAR_S3_ACCESS_KEY`, `SONAR_S3_SECRET_KEY`:
+   * all four or none.
+   * @defaultValue unset (outputs go to the `sonar_outputs` object store)
+   */
+  s3?: S3Config;
+}
+
+/** A configuration value was refused. The message names the variable and the value. */
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+  /** Every problem found; {@link ConfigError.variable} and `value` are the first one's. */
+  readonly problems: readonly ConfigProblem[];
+  /** The environment variable, e.g. `SONAR_PULSE_INTERVAL`. */
+  readonly variable: string;
+  /** The value refused (`undefined` when a required companion variable is missing). */
+  readonly value: string | number | undefined;
+
+  constructor(problems: readonly [ConfigProblem, ...ConfigProblem[]], options?: ErrorOptions) {
+    super(problems.map((p) => `${p.variable}: ${p.message}`).join('; '), options);
+    this.problems = problems;
+    this.variable = problems[0].variable;
+    this.value = problems[0].value;
+  }
+}
+
+/** One refused value. */
+export interface ConfigProblem {
+  variable: string;
+  value: string | number | undefined;
+  /** Without the variable's name, e.g. `"5x" is not a duration (e.g. 5s)`. */
+  message: string;
+}
+
+export const isConfigError = (err: unknown): err is ConfigError => err instanceof ConfigError;
+
+/** Defaults as an operator would write them. */
+export const configDefaults = {
+  SONAR_NATS_URL: 'nats://127.0.0.1:4222',
+  SONAR_PREFIX: 'sonar',
+  SONAR_TICK: '2s',
+  SONAR_PUBLISH_TIMEOUT: '10m',
+  SONAR_ORPHAN_AGE: '10m',
+  SONAR_PULSE_INTERVAL: '5s',
+  SONAR_PULSE_TTL: '15s',
+  SONAR_RECOVERY_LIMIT: '3',
+  SONAR_RECOVERY_WINDOW: '72h',
+  SONAR_CAPACITY_MULTIPLIER: '1',
+  SONAR_DISPATCH_BATCH: '8',
+  SONAR_FINALIZERS: '4',
+  SONAR_FINALIZE_LEASE: '30s',
+  SONAR_FINALIZE_MAX_DELIVER: '6',
+  SONAR_DRAIN_GRACE: '20s',
+  SONAR_SPOT_MARGIN: '10s',
+  SONAR_MAX_OUTPUT: '64MiB',
+  SONAR_MAX_INPUT: '256KiB',
+  SONAR_LOCK_TTL: '10s',
+  SONAR_REPLICAS: '1',
+  SONAR_RETENTION: '30d',
+  SONAR_FULL_SWEEP: '1h',
+  SONAR_IMDS_URL: 'http://169.254.169.254',
+} as const satisfies Record<string, string>;
+
+type Raw = string | number;
+type Parser<T> = (raw: Raw) => T;
+
+/** Empty strings count as unset, so `SONAR_HTTP_PORT=` turns the port off. */
+function given(value: Raw | undefined): Raw | undefined {
+  return typeof value === 'string' && value.trim() === '' ? undefined : value;
+}
+
+function run<T>(ctx: z.RefinementCtx, parse: Parser<T>, raw: Raw): T {
+  try {
+    return parse(raw);
+  } catch (err: unknown) {
+    ctx.addIssue({ code: 'custom', message: err instanceof Error ? err.message : String(err) });
+    return z.NEVER;
+  }
+}
+
+const rawValue = z.union([z.string(), z.number()]).optional();
+
+function setting<T>(fallback: string, parse: Parser<T>) {
+  return rawValue.transform((value, ctx): T => run(ctx, parse, given(value) ?? fallback));
+}
+
+function optionalSetting<T>(parse: Parser<T>) {
+  return rawValue.transform((value, ctx): T | undefined => {
+    const raw = given(value);
+    return raw === undefined ? undefined : run(ctx, parse, raw);
+  });
+}
+
+const show = (raw: Raw): string => JSON.stringify(raw);
+
+const text: Parser<string> = (raw) => String(raw);
+
+function duration(min: 0 | 1): Parser<number> {
+  return (raw) => {
+    const ms = parseDuration(raw);
+    if (ms < min) throw new Error(`${show(raw)} must be more than 0 (e.g. 5s)`);
+    return ms;
+  };
+}
+
+const size: Parser<number> = (raw) => {
+  const bytes = parseSize(raw);
+  if (bytes < 1) throw new Error(`${show(raw)} must be more than 0 (e.g. 64MiB)`);
+  return bytes;
+};
+
+function integer(min: number, max = Number.MAX_SAFE_INTEGER): Parser<number> {
+  return (raw) => {
+    const trimmed = String(raw).trim();
+    if (!/^\d+$/.test(trimmed)) throw new Error(`${show(raw)} is not a whole number (e.g. ${min})`);
+    const n = Number(trimmed);
+    if (n < min) throw new Error(`${show(raw)} must be at least ${min}`);
+    if (n > max) throw new Error(`${show(raw)} must be at most ${max}`);
+    return n;
+  };
+}
+
+const positiveNumber: Parser<number> = (raw) => {
+  const trimmed = String(raw).trim();
+  const n = Number(trimmed);
+  if (trimmed === '' || !Number.isFinite(n))
+    throw new Error(`${show(raw)} is not a number (e.g. 1.5)`);
+  if (n <= 0) throw new Error(`${show(raw)} must be more than 0`);
+  return n;
+};
+
+const port: Parser<number> = (raw) => {
+  const trimmed = String(raw).trim();
+  const n = Number(trimmed);
+  if (!/^\d+$/.test(trimmed) || n > 65535) {
+    throw new Error(`${show(raw)} is not a port (0 to 65535, e.g. 8080)`);
+  }
+  return n;
+};
+
+const PREFIX = /^[a-z][a-z0-9_-]{0,30}$/;
+const prefix: Parser<string> = (raw) => {
+  const value = String(raw);
+  if (!PREFIX.test(value)) {
+    throw new Error(
+      `${show(raw)} is not a prefix (lowercase letters, digits, _ or -, starting with a letter, at most 31 characters, e.g. sonar)`,
+    );
+  }
+  return value;
+};
+
+const NATS_SCHEMES = new Set(['nats:', 'tls:', 'ws:', 'wss:']);
+const natsUrl: Parser<string> = (raw) => {
+  const value = String(raw).trim();
+  const ok = value.split(',').every((part) => {
+    const server = part.trim();
+    if (!server.includes('://')) return /^[^\s/:]+(:\d{1,5})?$/.test(server);
+    try {
+      const url = new URL(server);
+      return NATS_SCHEMES.has(url.protocol) && url.hostname !== '';
+    } catch (_err: unknown) {
+      return false;
+    }
+  });
+  if (!ok) throw new Error(`${show(raw)} is not a NATS URL (e.g. nats://127.0.0.1:4222)`);
+  return value;
+};
+
+const httpUrl: Parser<string> = (raw) => {
+  const value = String(raw).trim();
+  let ok = false;
+  try {
+    const url = new URL(value);
+    ok = (url.protocol === 'http:' || url.protocol === 'https:') && url.hostname !== '';
+  } catch (_err: unknown) {
+    ok = false;
+  }
+  if (!ok) throw new Error(`${show(raw)} is not an http(s) URL (e.g. http://127.0.0.1:9000)`);
+  return value.replace(/\/+$/, '');
+};
+
+const d = configDefaults;
+
+const S3_VARIABLES = [
+  'SONAR_S3_ENDPOINT',
+  'SONAR_S3_BUCKET',
+  'SONAR_S3_ACCESS_KEY',
+  'SONAR_S3_SECRET_KEY',
+] as const;
+
+/**
+ * The schema over the environment. Input: an env-like record (unknown keys are ignored; values
+ * may be numbers, as CLI flags are); output: {@link SonarConfig}. Prefer {@link loadConfig},
+ * which turns failures into a {@link ConfigError}.
+ */
+export const sonarEnvSchema = z
+  .object({
+    SONAR_NATS_URL: setting(d.SONAR_NATS_URL, natsUrl),
+    SONAR_NATS_CREDS: optionalSetting(text),
+    SONAR_NATS_USER: optionalSetting(text),
+    SONAR_NATS_PASSWORD: optionalSetting(text),
+    SONAR_NATS_TLS_CA: optionalSetting(text),
+    SONAR_PREFIX: setting(d.SONAR_PREFIX, prefix),
+    SONAR_TICK: setting(d.SONAR_TICK, duration(1)),
+    SONAR_PUBLISH_TIMEOUT: setting(d.SONAR_PUBLISH_TIMEOUT, duration(1)),
+    SONAR_ORPHAN_AGE: setting(d.SONAR_ORPHAN_AGE, duration(1)),
+    SONAR_PULSE_INTERVAL: setting(d.SONAR_PULSE_INTERVAL, duration(1)),
+    SONAR_PULSE_TTL: setting(d.SONAR_PULSE_TTL, duration(1)),
+    SONAR_RECOVERY_LIMIT: setting(d.SONAR_RECOVERY_LIMIT, integer(1)),
+    SONAR_RECOVERY_WINDOW: setting(d.SONAR_RECOVERY_WINDOW, duration(1)),
+    SONAR_CAPACITY_MULTIPLIER: setting(d.SONAR_CAPACITY_MULTIPLIER, positiveNumber),
+    SONAR_DISPATCH_BATCH: setting(d.SONAR_DISPATCH_BATCH, integer(1)),
+    SONAR_FINALIZERS: setting(d.SONAR_FINALIZERS, integer(1)),
+    SONAR_FINALIZE_LEASE: setting(d.SONAR_FINALIZE_LEASE, duration(1)),
+    SONAR_FINALIZE_MAX_DELIVER: setting(d.SONAR_FINALIZE_MAX_DELIVER, integer(1)),
+    SONAR_DRAIN_GRACE: setting(d.SONAR_DRAIN_GRACE, duration(0)),
+    SONAR_SPOT_MARGIN: setting(d.SONAR_SPOT_MARGIN, duration(0)),
+    SONAR_MAX_OUTPUT: setting(d.SONAR_MAX_OUTPUT, size),
+    SONAR_MAX_INPUT: setting(d.SONAR_MAX_INPUT, size),
+    SONAR_LOCK_TTL: setting(d.SONAR_LOCK_TTL, duration(1)),
+    SONAR_REPLICAS: setting(d.SONAR_REPLICAS, integer(1, 5)),
+    SONAR_HTTP_PORT: optionalSetting(port),
+    SONAR_RETENTION: setting(d.SONAR_RETENTION, duration(1)),
+    SONAR_FULL_SWEEP: setting(d.SONAR_FULL_SWEEP, duration(1)),
+    SONAR_IMDS_URL: setting(d.SONAR_IMDS_URL, httpUrl),
+    SONAR_S3_ENDPOINT: optionalSetting(httpUrl),
+    SONAR_S3_BUCKET: optionalSetting(text),
+    SONAR_S3_ACCESS_KEY: optionalSetting(text),
+    SONAR_S3_SECRET_KEY: optionalSetting(text),
+  })
+  .transform((env, ctx): SonarConfig => {
+    const problem = (variable: string, message: string): void => {
+      ctx.addIssue({ code: 'custom', message, path: [variable] });
+    };
+    // Workers would look dead between two pulses.
+    if (env.SONAR_PULSE_TTL <= env.SONAR_PULSE_INTERVAL) {
+      problem(
+        'SONAR_PULSE_TTL',
+        `"${formatDuration(env.SONAR_PULSE_TTL)}" must be more than SONAR_PULSE_INTERVAL (${formatDuration(env.SONAR_PULSE_INTERVAL)})`,
+      );
+    }
+    // The leader renews its lock every tick; a shorter TTL would lose it between renewals.
+    if (env.SONAR_LOCK_TTL <= env.SONAR_TICK) {
+      problem(
+        'SONAR_LOCK_TTL',
+        `"${formatDuration(env.SONAR_LOCK_TTL)}" must be more than SONAR_TICK (${formatDuration(env.SONAR_TICK)})`,
+      );
+    }
+    const s3Set = S3_VARIABLES.filter((v) => env[v] !== undefined);
+    const s3Missing = S3_VARIABLES.filter((v) => env[v] === undefined);
+    if (s3Set.length > 0 && s3Missing[0] !== undefined) {
+      problem(
+        s3Missing[0],
+        `unset, but ${s3Set.join(', ')} ${s3Set.length > 1 ? 'are' : 'is'} set (set all four SONAR_S3_* or none)`,
+      );
+    }
+    const {
+      SONAR_S3_ENDPOINT: endpoint,
+      SONAR_S3_BUCKET: bucket,
+      SONAR_S3_ACCESS_KEY: accessKey,
+      SONAR_S3_SECRET_KEY: secretKey,
+    } = env;
+    const s3 =
+      endpoint !== undefined &&
+      bucket !== undefined &&
+      accessKey !== undefined &&
+      secretKey !== undefined
+        ? { endpoint, bucket, accessKey, secretKey }
+        : undefined;
+    return dropUndefined({
+      natsUrl: env.SONAR_NATS_URL,
+      natsCreds: env.SONAR_NATS_CREDS,
+      natsUser: env.SONAR_NATS_USER,
+      natsPassword: env.SONAR_NATS_PASSWORD,
+      natsTlsCa: env.SONAR_NATS_TLS_CA,
+      prefix: env.SONAR_PREFIX,
+      tickMs: env.SONAR_TICK,
+      publishTimeoutMs: env.SONAR_PUBLISH_TIMEOUT,
+      orphanAgeMs: env.SONAR_ORPHAN_AGE,
+      pulseIntervalMs: env.SONAR_PULSE_INTERVAL,
+      pulseTtlMs: env.SONAR_PULSE_TTL,
+      recoveryLimit: env.SONAR_RECOVERY_LIMIT,
+      recoveryWindowMs: env.SONAR_RECOVERY_WINDOW,
+      capacityMultiplier: env.SONAR_CAPACITY_MULTIPLIER,
+      dispatchBatch: env.SONAR_DISPATCH_BATCH,
+      finalizers: env.SONAR_FINALIZERS,
+      finalizeLeaseMs: env.SONAR_FINALIZE_LEASE,
+      finalizeMaxDeliver: env.SONAR_FINALIZE_MAX_DELIVER,
+      drainGraceMs: env.SONAR_DRAIN_GRACE,
+      spotMarginMs: env.SONAR_SPOT_MARGIN,
+      maxOutputBytes: env.SONAR_MAX_OUTPUT,
+      maxInputBytes: env.SONAR_MAX_INPUT,
+      lockTtlMs: env.SONAR_LOCK_TTL,
+      replicas: env.SONAR_REPLICAS,
+      httpPort: env.SONAR_HTTP_PORT,
+      retentionMs: env.SONAR_RETENTION,
+      fullSweepMs: env.SONAR_FULL_SWEEP,
+      imdsUrl: env.SONAR_IMDS_URL,
+      s3,
+    });
+  });
+
+/** Optional fields are absent rather than `undefined`, so `'httpPort' in config` means set. */
+function dropUndefined<T extends object>(value: T): T {
+  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as T;
+}
+
+/** The environment variables {@link sonarEnvSchema} reads, in DESIGN.md §9 order. */
+export type ConfigVariable = keyof z.input<typeof sonarEnvSchema>;
+
+/** Every `SONAR_*` variable, in DESIGN.md §9 order. */
+export const configVariables = Object.keys(sonarEnvSchema.in.shape) as ConfigVariable[];
+
+const FIELD_NAMES: Record<ConfigVariable, string> = {
+  SONAR_NATS_URL: 'natsUrl',
+  SONAR_NATS_CREDS: 'natsCreds',
+  SONAR_NATS_USER: 'natsUser',
+  SONAR_NATS_PASSWORD: 'natsPassword',
+  SONAR_NATS_TLS_CA: 'natsTlsCa',
+  SONAR_PREFIX: 'prefix',
+  SONAR_TICK: 'tickMs',
+  SONAR_PUBLISH_TIMEOUT: 'publishTimeoutMs',
+  SONAR_ORPHAN_AGE: 'orphanAgeMs',
+  SONAR_PULSE_INTERVAL: 'pulseIntervalMs',
+  SONAR_PULSE_TTL: 'pulseTtlMs',
+  SONAR_RECOVERY_LIMIT: 'recoveryLimit',
+  SONAR_RECOVERY_WINDOW: 'recoveryWindowMs',
+  SONAR_CAPACITY_MULTIPLIER: 'capacityMultiplier',
+  SONAR_DISPATCH_BATCH: 'dispatchBatch',
+  SONAR_FINALIZERS: 'finalizers',
+  SONAR_FINALIZE_LEASE: 'finalizeLeaseMs',
+  SONAR_FINALIZE_MAX_DELIVER: 'finalizeMaxDeliver',
+  SONAR_DRAIN_GRACE: 'drainGraceMs',
+  SONAR_SPOT_MARGIN: 'spotMarginMs',
+  SONAR_MAX_OUTPUT: 'maxOutputBytes',
+  SONAR_MAX_INPUT: 'maxInputBytes',
+  SONAR_LOCK_TTL: 'lockTtlMs',
+  SONAR_REPLICAS: 'replicas',
+  SONAR_HTTP_PORT: 'httpPort',
+  SONAR_RETENTION: 'retentionMs',
+  SONAR_FULL_SWEEP: 'fullSweepMs',
+  SONAR_IMDS_URL: 'imdsUrl',
+  SONAR_S3_ENDPOINT: 's3.endpoint',
+  SONAR_S3_BUCKET: 's3.bucket',
+  SONAR_S3_ACCESS_KEY: 's3.accessKey',
+  SONAR_S3_SECRET_KEY: 's3.secretKey',
+};
+
+/**
+ * The CLI flag of a variable: `SONAR_PULSE_INTERVAL` → `pulse-interval` (so
+ * `--pulse-interval 5s`; commander hands it back as `pulseInterval`).
+ */
+export function configFlag(variable: ConfigVariable): string {
+  return variable.slice('SONAR_'.length).toLowerCase().replaceAll('_', '-');
+}
+
+const camel = (flag: string): string =>
+  flag.replace(/-([a-z0-9])/g, (_m, c: string) => c.toUpperCase());
+
+/** Override keys: the variable, its field (`pulseIntervalMs`, `s3.bucket`) or its flag in camelCase (`pulseInterval`). */
+const OVERRIDE_KEYS = new Map<string, ConfigVariable>(
+  configVariables.flatMap((v) => [
+    [v, v],
+    [FIELD_NAMES[v], v],
+    [camel(configFlag(v)), v],
+  ]),
+);
+
+/**
+ * Reads the configuration from `env`, then applies `overrides` (CLI flags) on top.
+ *
+ * Override keys may be the variable (`SONAR_PULSE_INTERVAL`), the config field
+ * (`pulseIntervalMs`) or the flag in camelCase (`pulseInterval`, as commander returns it);
+ * other keys and `undefined` values are ignored, so commander's whole `opts()` can be passed.
+ * Numbers mean milliseconds or bytes.
+ *
+ * @throws ConfigError naming the first bad variable and its value, e.g.
+ * `SONAR_PULSE_INTERVAL: "5x" is not a duration (e.g. 5s)`.
+ */
+export function loadConfig(
+  env: Readonly<Record<string, string | undefined>> = process.env,
+  overrides: Readonly<Partial<Record<string, string | number>>> = {},
+): SonarConfig {
+  const input: Partial<Record<ConfigVariable, Raw>> = {};
+  for (const v of configVariables) {
+    const value = env[v];
+    if (value !== undefined) input[v] = value;
+  }
+  for (const [key, value] of Object.entries(overrides)) {
+    const v = OVERRIDE_KEYS.get(key);
+    if (v !== undefined && value !== undefined) input[v] = value;
+  }
+  const parsed = sonarEnvSchema.safeParse(input);
+  if (parsed.success) return parsed.data;
+  const problems = parsed.error.issues.map((issue): ConfigProblem => {
+    const variable = String(issue.path[0] ?? 'SONAR');
+    const value =
+      input[variable as ConfigVariable] ??
+      (configDefaults as Partial<Record<string, string>>)[variable];
+    return { variable, value, message: issue.message };
+  });
+  const [first, ...rest] = problems;
+  if (first === undefined)
+    throw new ConfigError([{ variable: 'SONAR', value: undefined, message: parsed.error.message }]);
+  throw new ConfigError([first, ...rest]);
+}
+
+/** A copy safe to log: passwords and secret keys replaced by `***`. */
+export function redactConfig(config: SonarConfig): SonarConfig {
+  return {
+    ...config,
+    ...(config.natsPassword !== undefined && { natsPassword: '***' }),
+    ...(config.s3 !== undefined && { s3: { ...config.s3, secretKey: '***' } }),
+  };
+}

@@ -1,0 +1,98 @@
+/**
+ * Logging (STYLE.md C7): a small `Logger` interface and a pino adapter writing JSON lines to
+ * stderr, since stdout is reserved for `--json` and `tail`.
+ *
+ * @module
+ */
+import { pino } from 'pino';
+
+/** Fields a log line may carry, e.g. `runId taskId attemptId workerId subject seq`. */
+export type LogMeta = Record<string, unknown>;
+
+/** What Sonar logs through. Messages are short lowercase facts (`task requeued`). */
+export interface Logger {
+  debug(msg: string, meta?: LogMeta): void;
+  info(msg: string, meta?: LogMeta): void;
+  warn(msg: string, meta?: LogMeta): void;
+  error(msg: string, meta?: LogMeta): void;
+  /** A logger whose lines all carry `bindings`, e.g. `{ component: 'reconciler' }`. */
+  child(bindings: LogMeta): Logger;
+}
+
+/** Levels accepted by {@link createLogger}, quietest last. */
+export const logLevels = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
+export type LogLevel = (typeof logLevels)[number];
+
+/** Where log lines go: stderr, or any sink taking one JSON line per call (tests). */
+export type LogDestination = 'stderr' | { write(line: string): void };
+
+export interface LoggerOptions {
+  /**
+   * The lowest level written.
+   * @defaultValue `SONAR_LOG_LEVEL`, else `info`
+   */
+  level?: string;
+  /**
+   * Bound as `component` on every line (`reconciler`, `finalizer`, `worker`, …).
+   * @defaultValue unset
+   */
+  component?: string;
+  /**
+   * @defaultValue `stderr`
+   */
+  destination?: LogDestination;
+}
+
+const isLogLevel = (value: string): value is LogLevel =>
+  (logLevels as readonly string[]).includes(value);
+
+/**
+ * A pino-backed {@link Logger} writing JSON lines (`level`, `time`, `msg`, bindings, meta).
+ * Errors under `err` or `error` are serialized with their message, type and stack.
+ *
+ * @throws Error when the level is unknown, e.g. `SONAR_LOG_LEVEL: "loud" is not a log level
+ * (one of trace, debug, info, warn, error, fatal, silent)`.
+ */
+export function createLogger(opts: LoggerOptions = {}): Logger {
+  const fromEnv = opts.level === undefined;
+  const level = (opts.level ?? process.env['SONAR_LOG_LEVEL'] ?? 'info').trim().toLowerCase();
+  if (!isLogLevel(level)) {
+    const shown = JSON.stringify(opts.level ?? process.env['SONAR_LOG_LEVEL']);
+    throw new Error(
+      `${fromEnv ? 'SONAR_LOG_LEVEL: ' : ''}${shown} is not a log level (one of ${logLevels.join(', ')})`,
+    );
+  }
+  const destination = opts.destination ?? 'stderr';
+  const base = pino(
+    {
+      level,
+      timestamp: pino.stdTimeFunctions.isoTime,
+      serializers: { err: pino.stdSerializers.err, error: pino.stdSerializers.err },
+      formatters: { level: (label) => ({ level: label }) },
+    },
+    // Synchronous, so the lines written just before a process exits are not lost.
+    destination === 'stderr' ? pino.destination({ fd: 2, sync: true }) : destination,
+  );
+  return adapt(opts.component === undefined ? base : base.child({ component: opts.component }));
+}
+
+function adapt(p: pino.Logger): Logger {
+  return {
+    debug: (msg, meta) => (meta === undefined ? p.debug(msg) : p.debug(meta, msg)),
+    info: (msg, meta) => (meta === undefined ? p.info(msg) : p.info(meta, msg)),
+    warn: (msg, meta) => (meta === undefined ? p.warn(msg) : p.warn(meta, msg)),
+    error: (msg, meta) => (meta === undefined ? p.error(msg) : p.error(meta, msg)),
+    child: (bindings) => adapt(p.child(bindings)),
+  };
+}
+
+const noop = (): void => {};
+
+/** Discards everything (library default, tests). */
+export const silentLogger: Logger = {
+  debug: noop,
+  info: noop,
+  warn: noop,
+  error: noop,
+  child: () => silentLogger,
+};

@@ -1,0 +1,185 @@
+/**
+ * A throwaway 3-node JetStream cluster on 127.0.0.1 for chaos and replication tests.
+ *
+ * Ports are picked up front (bind port 0, close) so every node's config can list the others'
+ * routes, and so a restarted node comes back on the same client and cluster ports with the
+ * same store dir.
+ */
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import type { Server } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { eventually } from './eventually.js';
+import { startNatsServer } from './nats-server.js';
+import type { NatsServer } from './nats-server.js';
+
+export interface NatsClusterOptions {
+  /** Number of nodes (default 3). */
+  size?: number;
+  /** Cluster name (default `sonar_test`). */
+  name?: string;
+  /** How long to wait for a JetStream meta leader (default 20 s). */
+  readyTimeoutMs?: number;
+}
+
+export interface NatsClusterNode extends NatsServer {
+  /** `server_name`: n1, n2, ... */
+  readonly name: string;
+  /** Route (cluster) port. */
+  readonly clusterPort: number;
+}
+
+export interface NatsCluster {
+  readonly servers: readonly NatsClusterNode[];
+  /** Client URLs of every node, for `connect({ servers: urls })`. */
+  readonly urls: string[];
+  /** Graceful stop (SIGTERM) of node i; its store dir is kept. */
+  stopNode(i: number): Promise<void>;
+  /** Signal node i (default SIGKILL) and await its exit; its store dir is kept. */
+  killNode(i: number, signal?: NodeJS.Signals): Promise<void>;
+  /** Start node i again (same ports, same store dir) and wait until it serves JetStream. */
+  restartNode(i: number): Promise<void>;
+  /** Resolves once every running node answers a JetStream API request (meta leader known). */
+  waitReady(timeoutMs?: number): Promise<void>;
+  /** Stop every node and remove the cluster's temp dir. */
+  stop(): Promise<void>;
+}
+
+/** Distinct free TCP ports on 127.0.0.1: all are held open together, then released. */
+export async function freePorts(count: number): Promise<number[]> {
+  const servers: Server[] = [];
+  try {
+    for (let i = 0; i < count; i++) {
+      const server = createServer();
+      servers.push(server);
+      await new Promise<void>((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(0, '127.0.0.1', () => resolve());
+      });
+    }
+    return servers.map((s) => {
+      const address = s.address();
+      if (address === null || typeof address === 'string') throw new Error('no port bound');
+      return address.port;
+    });
+  } finally {
+    await Promise.all(servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
+  }
+}
+
+function nodeConfig(args: {
+  name: string;
+  clusterName: string;
+  port: number;
+  clusterPort: number;
+  storeDir: string;
+  routePorts: number[];
+}): string {
+  const routes = args.routePorts.map((p) => `    nats-route://127.0.0.1:${p}`).join('\n');
+  return [
+    `server_name: ${args.name}`,
+    `listen: 127.0.0.1:${args.port}`,
+    `jetstream {`,
+    `  store_dir: ${JSON.stringify(args.storeDir)}`,
+    `}`,
+    `cluster {`,
+    `  name: ${args.clusterName}`,
+    `  listen: 127.0.0.1:${args.clusterPort}`,
+    `  routes: [`,
+    routes,
+    `  ]`,
+    `}`,
+    '',
+  ].join('\n');
+}
+
+/** Waits until `url` answers `$JS.API.INFO`, which needs an elected meta leader. */
+async function waitJetStream(node: NatsServer, timeoutMs: number): Promise<void> {
+  const nc = await connect({ servers: node.url, reconnect: false, timeout: 2_000 });
+  try {
+    await eventually(
+      async () => {
+        const jsm = await jetstreamManager(nc, { timeout: 1_000, checkAPI: false });
+        await jsm.getAccountInfo();
+      },
+      { timeoutMs, intervalMs: 100, message: `JetStream ready on ${node.url}` },
+    );
+  } finally {
+    await nc.close();
+  }
+}
+
+export async function startNatsCluster(opts: NatsClusterOptions = {}): Promise<NatsCluster> {
+  const size = opts.size ?? 3;
+  const clusterName = opts.name ?? 'sonar_test';
+  const readyTimeoutMs = opts.readyTimeoutMs ?? 20_000;
+  if (!Number.isInteger(size) || size < 1) throw new RangeError(`size ${size} must be >= 1`);
+
+  const dir = await mkdtemp(join(tmpdir(), 'sonar-nats-cluster-'));
+  const ports = await freePorts(size * 2);
+  const clientPorts = ports.slice(0, size);
+  const clusterPorts = ports.slice(size);
+  const nodes: NatsClusterNode[] = [];
+
+  const stopAll = async (): Promise<void> => {
+    await Promise.all(nodes.map((n) => n.stop()));
+    await rm(dir, { recursive: true, force: true, maxRetries: 3 });
+  };
+
+  try {
+    const started = await Promise.all(
+      clientPorts.map(async (port, i) => {
+        const name = `n${i + 1}`;
+        const clusterPort = clusterPorts[i]!;
+        const storeDir = join(dir, name);
+        await mkdir(storeDir, { recursive: true });
+        const config = join(dir, `${name}.conf`);
+        const routePorts = clusterPorts.filter((p) => p !== clusterPort);
+        await writeFile(
+          config,
+          nodeConfig({ name, clusterName, port, clusterPort, storeDir, routePorts }),
+        );
+        const server = await startNatsServer({ config, port, storeDir });
+        return Object.assign(server, { name, clusterPort });
+      }),
+    );
+    nodes.push(...started);
+  } catch (err: unknown) {
+    await stopAll();
+    throw err;
+  }
+
+  const node = (i: number): NatsClusterNode => {
+    const n = nodes[i];
+    if (n === undefined) throw new RangeError(`node ${i} out of range 0..${nodes.length - 1}`);
+    return n;
+  };
+
+  const cluster: NatsCluster = {
+    servers: nodes,
+    urls: nodes.map((n) => n.url),
+    stopNode: (i) => node(i).kill('SIGTERM'),
+    killNode: (i, signal = 'SIGKILL') => node(i).kill(signal),
+    async restartNode(i) {
+      const n = node(i);
+      await n.restart();
+      await waitJetStream(n, readyTimeoutMs);
+    },
+    async waitReady(timeoutMs = readyTimeoutMs) {
+      await Promise.all(nodes.filter((n) => n.running).map((n) => waitJetStream(n, timeoutMs)));
+    },
+    stop: stopAll,
+  };
+
+  try {
+    await cluster.waitReady();
+  } catch (err: unknown) {
+    const logs = nodes.map((n) => `--- ${n.name} ---\n${n.logs().slice(-4_000)}`).join('\n');
+    await stopAll();
+    throw new Error(`nats cluster not ready: ${String(err)}\n${logs}`, { cause: err });
+  }
+  return cluster;
+}

@@ -1,0 +1,30 @@
+import { defineConfig } from 'vitest/config';
+
+export default defineConfig({
+  test: {
+    globals: false,
+    projects: [
+      { test: { name: 'unit', include: ['test/unit/**/*.test.ts'] } },
+      { test: { name: 'replay', include: ['test/replay/**/*.test.ts'] } },
+      {
+        test: {
+          name: 'integration',
+          include: ['test/integration/**/*.test.ts'],
+          pool: 'forks',
+          hookTimeout: 30_000,
+          testTimeout: 60_000,
+        },
+      },
+      {
+        test: {
+          name: 'chaos',
+          include: ['test/chaos/**/*.test.ts'],
+          pool: 'forks',
+          fileParallelism: false,
+          hookTimeout: 60_000,
+          testTimeout: 300_000,
+        },
+      },
+    ],
+  },
+});
