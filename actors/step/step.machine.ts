@@ -1,5 +1,5 @@
 import { assign, setup } from 'xstate';
-import type { StepBlocked, StepCreated, StepEvent, StepFailed } from './step.events.js';
+import type { StepCreated, StepEvent, StepFailed } from './step.events.js';
 
 export interface StepContext {
   runId: string;
