@@ -25,7 +25,13 @@ export interface Aggregate<S> {
 }
 
 /** Non-terminal task states, indexed so that a reconcile tick never walks finished tasks. */
-export const OPEN_TASK_STATES = ['Pending', 'Published', 'Running', 'Finalizing', 'Poisoned'] as const;
+export const OPEN_TASK_STATES = [
+  'Pending',
+  'Published',
+  'Running',
+  'Finalizing',
+  'Poisoned',
+] as const;
 export type OpenTaskState = (typeof OPEN_TASK_STATES)[number];
 
 /**
@@ -73,6 +79,10 @@ export interface EventRecord {
   type: unknown;
   data: unknown;
   v?: number;
+  /** The event id (`Nats-Msg-Id`), when known. */
+  id?: string;
+  /** Set when the stored payload could not be decoded at all (not JSON, no envelope). */
+  decodeError?: string;
 }
 
 /** What one event did: the backend carries out `actions` after a successful append. */
@@ -142,9 +152,16 @@ export function evaluate(
   p: Projection,
   ref: AggregateRef,
   event: SonarEvent,
-): { next: AnySnapshot | null; from: string | null; to: string; actions: ActionNames; seq: number } {
+): {
+  next: AnySnapshot | null;
+  from: string | null;
+  to: string;
+  actions: ActionNames;
+  seq: number;
+} {
   if (ref.kind === 'system') {
-    if (event.type !== 'ReconcilerElected') throw new IllegalTransitionError('system', null, event.type);
+    if (event.type !== 'ReconcilerElected')
+      throw new IllegalTransitionError('system', null, event.type);
     return { next: null, from: null, to: 'Elected', actions: [], seq: p.leader?.seq ?? 0 };
   }
   const kind = creators[event.type];
@@ -255,6 +272,7 @@ export function applyDecoded(
 export function applyEvent(p: Projection, record: EventRecord): ApplyOutcome {
   // A refused event still moves the read position: the live loop resumes after it.
   if (record.seq > p.lastSeq) p.lastSeq = record.seq;
+  if (record.decodeError !== undefined) return { ok: false, reason: record.decodeError };
   const ref = parseEventSubject(record.subject);
   if (!ref) return { ok: false, reason: `not an event subject: ${JSON.stringify(record.subject)}` };
   const decoded = decodeEvent(record.type, record.data, record.time, record.v);

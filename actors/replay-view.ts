@@ -38,6 +38,7 @@ export function replayView(p: Projection, skipped: Skipped[]): ReplayView {
     view.steps[key] = { state: String(snapshot.value), starved: snapshot.context.starved };
   }
   for (const [key, { snapshot }] of p.runs) view.runs[key] = { state: String(snapshot.value) };
-  for (const [key, { snapshot }] of p.workers) view.workers[key] = { state: String(snapshot.value) };
+  for (const [key, { snapshot }] of p.workers)
+    view.workers[key] = { state: String(snapshot.value) };
   return view;
 }

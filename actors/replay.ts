@@ -49,7 +49,10 @@ const isSkipped = (r: EventRecord | Skipped): r is Skipped => 'reason' in r;
  * cannot be decoded, and an event the machine does not accept, is listed in `skipped` and
  * replay goes on; it never throws on bad input.
  */
-export function replay(lines: Iterable<string>, into: Projection = createProjection()): ReplayResult {
+export function replay(
+  lines: Iterable<string>,
+  into: Projection = createProjection(),
+): ReplayResult {
   const skipped: Skipped[] = [];
   let lineNo = 0;
   for (const line of lines) {

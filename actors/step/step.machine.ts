@@ -67,7 +67,10 @@ export const stepMachine = setup({
   states: {
     // Transient: StepCreated decides Waiting or Ready at once.
     Created: {
-      always: [{ guard: ({ context }) => context.after.length === 0, target: 'Ready' }, { target: 'Waiting' }],
+      always: [
+        { guard: ({ context }) => context.after.length === 0, target: 'Ready' },
+        { target: 'Waiting' },
+      ],
     },
     Waiting: {
       on: {
@@ -85,7 +88,7 @@ export const stepMachine = setup({
         StepBlocked: {
           target: 'Blocked',
           actions: assign(({ event }) => ({
-            taskIds: (event).data.taskIds,
+            taskIds: event.data.taskIds,
             starved: false,
           })),
         },

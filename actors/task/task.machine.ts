@@ -210,7 +210,10 @@ export const taskMachine = setup({
         TaskStarted: {
           guard: 'isCurrentAttempt',
           target: 'Running',
-          actions: assign(({ event }) => ({ workerId: event.data.workerId, startedAt: event.time })),
+          actions: assign(({ event }) => ({
+            workerId: event.data.workerId,
+            startedAt: event.time,
+          })),
         },
         TaskRequeued: { guard: 'isCurrentAttempt', target: 'Pending', actions: 'requeue' },
         TaskDead: { target: 'Dead', actions: 'die' },

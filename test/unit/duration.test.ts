@@ -29,11 +29,14 @@ describe('parseDuration', () => {
     expect(parseDuration('1.6ms')).toBe(2);
   });
 
-  it.each(['5x', '', '   ', 's', '5', '-5s', '5S', '5 sec', '30m1h', '1m1m', '1h-', 'abc'].filter(
-    (t) => t !== '5',
-  ))('refuses %j with the value in the message', (text) => {
-    expect(() => parseDuration(text)).toThrow(`${JSON.stringify(text)} is not a duration (e.g. 5s)`);
-  });
+  it.each(['5x', '', '   ', 's', '-5s', '5S', '5 sec', '30m1h', '1m1m', '1h-', 'abc'])(
+    'refuses %j with the value in the message',
+    (text) => {
+      expect(() => parseDuration(text)).toThrow(
+        `${JSON.stringify(text)} is not a duration (e.g. 5s)`,
+      );
+    },
+  );
 
   it('refuses negative and non-finite numbers', () => {
     expect(() => parseDuration(-1)).toThrow('-1 is not a duration (e.g. 5s)');

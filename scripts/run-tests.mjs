@@ -1,0 +1,55 @@
+#!/usr/bin/env node
+// Runs every vitest project, then prints one plain summary line as the very last output:
+// `N passed, N failed`. A test file that fails to load (or whose hooks fail) counts as one
+// failed test, and so does a vitest run that fails with no failed test (unhandled errors,
+// no test files), so the line never says `0 failed` for a failing run.
+// Extra arguments are passed to vitest: `node scripts/run-tests.mjs --project unit`.
+import { spawnSync } from 'node:child_process';
+import { readFileSync, rmSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const resultsFile = join(root, '.vitest-results.json');
+
+function summarize(passed, failed) {
+  process.stdout.write(`${passed} passed, ${failed} failed\n`);
+  process.exit(failed > 0 ? 1 : 0);
+}
+
+// A stale report from an earlier run must not stand in for this one.
+rmSync(resultsFile, { force: true });
+
+const vitest = spawnSync(
+  'npx',
+  [
+    'vitest',
+    'run',
+    '--reporter=default',
+    '--reporter=json',
+    '--outputFile=.vitest-results.json',
+    ...process.argv.slice(2),
+  ],
+  { cwd: root, stdio: 'inherit' },
+);
+if (vitest.error) process.stderr.write(`sonar: could not run vitest: ${vitest.error.message}\n`);
+const vitestFailed = vitest.error !== undefined || vitest.status !== 0;
+
+let report;
+try {
+  report = JSON.parse(readFileSync(resultsFile, 'utf8'));
+} catch {
+  process.stderr.write('sonar: vitest wrote no results to .vitest-results.json\n');
+  summarize(0, 1);
+}
+
+const count = (value) => (Number.isInteger(value) && value > 0 ? value : 0);
+const passed = count(report.numPassedTests);
+let failed = count(report.numFailedTests);
+for (const file of Array.isArray(report.testResults) ? report.testResults : []) {
+  const failedTests = (file.assertionResults ?? []).filter((t) => t.status === 'failed').length;
+  // The file failed on its own: an import error, a crash, a failing beforeAll/afterAll.
+  if (file.status === 'failed' && failedTests === 0) failed += 1;
+}
+if (vitestFailed && failed === 0) failed = 1;
+summarize(passed, failed);

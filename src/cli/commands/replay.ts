@@ -1,0 +1,47 @@
+import { readFile } from 'node:fs/promises';
+import type { Command } from 'commander';
+import { replay } from '../../../actors/replay.js';
+import { replayView } from '../../../actors/replay-view.js';
+import type { ReplayView } from '../../../actors/replay-view.js';
+import { splitLines } from '../../../streams/jsonl.js';
+import { UsageError } from '../output.js';
+
+/** `sonar replay FILE.jsonl [--json]`: fold an event log and print the resulting state. */
+export function registerReplay(program: Command): void {
+  program
+    .command('replay')
+    .description('rebuild state from an event log (JSONL) and print it')
+    .argument('<file>', 'event log, one event per line (`sonar export` writes one)')
+    .option('--json', 'print the state as JSON (DESIGN.md section 8)')
+    .action(async (file: string, opts: { json?: boolean }) => {
+      let text: string;
+      try {
+        text = await readFile(file, 'utf8');
+      } catch (err: unknown) {
+        throw new UsageError(
+          `cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`,
+        );
+      }
+      const { projection, skipped } = replay(splitLines(text));
+      const view = replayView(projection, skipped);
+      process.stdout.write(opts.json ? `${JSON.stringify(view, null, 2)}\n` : summarize(view));
+    });
+}
+
+function countStates(records: Record<string, { state: string }>): string {
+  const counts = new Map<string, number>();
+  for (const { state } of Object.values(records)) counts.set(state, (counts.get(state) ?? 0) + 1);
+  return [...counts].map(([s, n]) => `${s} ${n}`).join(', ') || 'none';
+}
+
+function summarize(view: ReplayView): string {
+  const lines = [
+    `runs:    ${countStates(view.runs)}`,
+    `steps:   ${countStates(view.steps)}`,
+    `tasks:   ${countStates(view.tasks)}`,
+    `workers: ${countStates(view.workers)}`,
+    `skipped: ${view.skipped.length}`,
+    ...view.skipped.map((s) => `  seq ${s.seq}: ${s.reason}`),
+  ];
+  return `${lines.join('\n')}\n`;
+}

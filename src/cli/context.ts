@@ -1,0 +1,35 @@
+import type { NatsConnection } from '@nats-io/transport-node';
+import { names } from '../../streams/names.js';
+import type { Names } from '../../streams/names.js';
+import { loadConfig } from '../config.js';
+import type { SonarConfig } from '../config.js';
+import { connectNats } from '../nats.js';
+
+/** Options every networked verb takes. */
+export interface ConnectionFlags {
+  server?: string;
+  prefix?: string;
+}
+
+export interface CliContext {
+  config: SonarConfig;
+  names: Names;
+  nc: NatsConnection;
+}
+
+/** Loads the config (env, then flags), connects, runs `fn`, and always closes. */
+export async function withConnection<T>(
+  flags: ConnectionFlags,
+  fn: (ctx: CliContext) => Promise<T>,
+): Promise<T> {
+  const config = loadConfig(process.env, {
+    ...(flags.server ? { SONAR_NATS_URL: flags.server } : {}),
+    ...(flags.prefix ? { SONAR_PREFIX: flags.prefix } : {}),
+  });
+  const nc = await connectNats(config, { maxReconnectAttempts: 10 });
+  try {
+    return await fn({ config, names: names(config.prefix), nc });
+  } finally {
+    await nc.close().catch(() => {});
+  }
+}

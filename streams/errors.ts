@@ -1,0 +1,39 @@
+import { ErrorCode, SonarError } from '../actors/errors.js';
+
+/** Another writer moved the aggregate first: reload and re-judge, never overwrite. */
+export class ConcurrencyError extends SonarError {
+  override readonly name = 'ConcurrencyError';
+  constructor(
+    readonly subject: string,
+    readonly expectedSeq: number,
+    options?: ErrorOptions,
+  ) {
+    super(
+      ErrorCode.Conflict,
+      `${subject} moved past sequence ${expectedSeq}: another writer appended first`,
+      { subject, expectedSeq },
+      options,
+    );
+  }
+}
+
+/** The server holds a stream, bucket or consumer whose settings differ from the topology. */
+export class TopologyConflictError extends SonarError {
+  override readonly name = 'TopologyConflictError';
+  constructor(
+    readonly resource: string,
+    readonly setting: string,
+    readonly have: unknown,
+    readonly want: unknown,
+  ) {
+    super(
+      ErrorCode.Conflict,
+      `${resource}: setting '${setting}' is ${JSON.stringify(have)} on the server, sonar needs ${JSON.stringify(want)}; ` +
+        `delete or migrate it by hand`,
+      { resource, setting, have, want },
+    );
+  }
+}
+
+export const isConcurrencyError = (e: unknown): e is ConcurrencyError =>
+  e instanceof ConcurrencyError;

@@ -1,0 +1,221 @@
+import {
+  DeliverPolicy,
+  JetStreamApiError,
+  JetStreamApiCodes,
+  jetstream,
+  jetstreamManager,
+} from '@nats-io/jetstream';
+import type { JetStreamClient, JetStreamManager, JsMsg, PubAck } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
+import type { EventRecord } from '../actors/projection.js';
+import { decodeEnvelope, encodeEnvelope } from './envelope.js';
+import { ConcurrencyError } from './errors.js';
+import type { Names } from './names.js';
+
+/** An event to append: the id becomes the `Nats-Msg-Id`, so a retried append is stored once. */
+export interface NewEvent {
+  id: string;
+  type: string;
+  data: unknown;
+}
+
+export interface AppendOptions {
+  /**
+   * The subject's last stream sequence this writer saw (0 = the subject is empty). The server
+   * refuses the append when another writer moved the aggregate since: ConcurrencyError.
+   * Omit only for appends that need no ordering (none in Sonar's write path).
+   */
+  expectedSeq?: number;
+}
+
+export interface Appended {
+  seq: number;
+  /** True when the server had already stored this event id (inside the dedupe window). */
+  duplicate: boolean;
+}
+
+export interface ReadOptions {
+  /** A single subject filter (2.9 refuses several). Default: all events. */
+  filter?: string;
+  /** First stream sequence to read. Default: 1. */
+  fromSeq?: number;
+  /** Start at this time instead (ISO-8601); `follow` only. */
+  fromTime?: string;
+  /** Only events appended from now on; `follow` only. */
+  onlyNew?: boolean;
+}
+
+/** Turns one stream message into the record replay folds (the server's timestamp as `time`). */
+export function recordOf(m: JsMsg): EventRecord {
+  const decoded = decodeEnvelope(m.data);
+  const base = { seq: m.seq, subject: m.subject, time: m.time.toISOString() };
+  if (!decoded.ok) return { ...base, type: null, data: null, decodeError: decoded.error.message };
+  const { id, type, v, data } = decoded.value;
+  return { ...base, id, type, v, data };
+}
+
+/**
+ * The only writer of the events stream (STYLE C5): appends with optimistic concurrency, reads
+ * one aggregate, replays the whole stream with an ordered consumer.
+ */
+export class EventStore {
+  readonly js: JetStreamClient;
+  private jsmPromise: Promise<JetStreamManager> | null = null;
+
+  constructor(
+    readonly nc: NatsConnection,
+    readonly names: Names,
+  ) {
+    this.js = jetstream(nc);
+  }
+
+  jsm(): Promise<JetStreamManager> {
+    this.jsmPromise ??= jetstreamManager(this.nc);
+    return this.jsmPromise;
+  }
+
+  /** Appends one event; maps a stale `expectedSeq` (err 10071) to ConcurrencyError. */
+  async append(subject: string, event: NewEvent, opts: AppendOptions = {}): Promise<Appended> {
+    let ack: PubAck;
+    try {
+      ack = await this.js.publish(subject, encodeEnvelope(event), {
+        msgID: event.id,
+        ...(opts.expectedSeq === undefined
+          ? {}
+          : { expect: { lastSubjectSequence: opts.expectedSeq } }),
+      });
+    } catch (err: unknown) {
+      if (
+        err instanceof JetStreamApiError &&
+        err.code === JetStreamApiCodes.StreamWrongLastSequence
+      ) {
+        throw new ConcurrencyError(subject, opts.expectedSeq ?? -1, { cause: err });
+      }
+      throw err;
+    }
+    return { seq: ack.seq, duplicate: ack.duplicate };
+  }
+
+  /**
+   * Appends to many aggregates at once, pipelined: up to `window` publishes in flight on the
+   * one connection instead of a round trip each. Results are in input order; a failed append
+   * is a rejected entry, and the others still land.
+   */
+  async appendMany(
+    items: { subject: string; event: NewEvent; expectedSeq?: number }[],
+    window = 512,
+  ): Promise<PromiseSettledResult<Appended>[]> {
+    const results = new Array<PromiseSettledResult<Appended>>(items.length);
+    let next = 0;
+    const lane = async (): Promise<void> => {
+      while (next < items.length) {
+        const i = next++;
+        const it = items[i]!;
+        try {
+          const value = await this.append(it.subject, it.event, { expectedSeq: it.expectedSeq });
+          results[i] = { status: 'fulfilled', value };
+        } catch (reason: unknown) {
+          results[i] = { status: 'rejected', reason };
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(window, items.length) }, lane));
+    return results;
+  }
+
+  /** The stream sequence of the subject's last event, 0 when it has none. */
+  async lastSeqOf(subject: string): Promise<number> {
+    const jsm = await this.jsm();
+    try {
+      const m = await jsm.streams.getMessage(this.names.streams.events, { last_by_subj: subject });
+      return m?.seq ?? 0;
+    } catch (err: unknown) {
+      if (err instanceof JetStreamApiError && err.code === JetStreamApiCodes.NoMessageFound)
+        return 0;
+      throw err;
+    }
+  }
+
+  /** Every event of one aggregate, in order. */
+  async readAggregate(subject: string): Promise<EventRecord[]> {
+    const out: EventRecord[] = [];
+    await this.replay((r) => out.push(r), { filter: subject });
+    return out;
+  }
+
+  /**
+   * Reads the stream from `fromSeq` to its end as it stands now, with an ordered consumer.
+   * Ends once caught up; a filter that matches nothing yields nothing.
+   */
+  async *read(opts: ReadOptions = {}): AsyncGenerator<EventRecord> {
+    const jsm = await this.jsm();
+    const stream = this.names.streams.events;
+    const filter = opts.filter ?? this.names.subjects.eventsAll;
+    const info = await jsm.streams.info(stream);
+    const from = opts.fromSeq ?? 1;
+    if (info.state.messages === 0 || info.state.last_seq < from) return;
+    if (filter !== this.names.subjects.eventsAll) {
+      // An ordered consumer waits forever on a filter that matches nothing: look first.
+      const filtered = await jsm.streams.info(stream, { subjects_filter: filter });
+      if (Object.keys(filtered.state.subjects ?? {}).length === 0) return;
+    }
+    const consumer = await this.js.consumers.get(stream, {
+      filter_subjects: filter,
+      ...startOf({ fromSeq: from }),
+    });
+    const messages = await consumer.consume({ max_messages: 4096 });
+    try {
+      for await (const m of messages) {
+        yield recordOf(m);
+        if (m.info.pending === 0) break;
+      }
+    } finally {
+      await messages.close();
+    }
+  }
+
+  /** Folds the stream to its current end through `onRecord`; returns the last sequence seen. */
+  async replay(onRecord: (r: EventRecord) => void, opts: ReadOptions = {}): Promise<number> {
+    let last = 0;
+    for await (const r of this.read(opts)) {
+      onRecord(r);
+      last = r.seq;
+    }
+    return last;
+  }
+
+  /**
+   * Follows the stream live from `fromSeq` (or `fromTime`): an async iterator that never ends
+   * until `close()`. Used by the projection loop and `sonar tail`.
+   */
+  async follow(opts: ReadOptions = {}): Promise<{
+    records: AsyncIterable<EventRecord>;
+    close: () => Promise<void>;
+  }> {
+    const consumer = await this.js.consumers.get(this.names.streams.events, {
+      filter_subjects: opts.filter ?? this.names.subjects.eventsAll,
+      ...startOf(opts),
+    });
+    const messages = await consumer.consume({ max_messages: 4096 });
+    async function* records(): AsyncIterable<EventRecord> {
+      for await (const m of messages) yield recordOf(m);
+    }
+    return {
+      records: records(),
+      close: async () => {
+        await messages.close();
+      },
+    };
+  }
+}
+
+function startOf(opts: ReadOptions) {
+  if (opts.onlyNew) return { deliver_policy: DeliverPolicy.New };
+  if (opts.fromTime !== undefined) {
+    return { deliver_policy: DeliverPolicy.StartTime, opt_start_time: opts.fromTime };
+  }
+  if (opts.fromSeq !== undefined && opts.fromSeq > 1) {
+    return { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: opts.fromSeq };
+  }
+  return { deliver_policy: DeliverPolicy.All };
+}

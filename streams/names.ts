@@ -1,0 +1,94 @@
+/**
+ * Every subject, stream, consumer, bucket and object store name (DESIGN.md section 2), built
+ * in this one place from the prefix. `SONAR_PREFIX=p` gives `p.events.>`, `P_EVENTS` and
+ * `p_workers`; consumer names live inside their stream and keep no prefix.
+ */
+export interface Names {
+  prefix: string;
+  streams: {
+    events: string;
+    dispatch: string;
+    finalize: string;
+    poison: string;
+    advisories: string;
+  };
+  buckets: {
+    workers: string;
+    locks: string;
+    schedule: string;
+    finalizeErrors: string;
+    results: string;
+  };
+  objectStores: { outputs: string; snapshots: string };
+  consumers: { dispatch(tag: string): string; finalizer: string };
+  subjects: {
+    eventsAll: string;
+    run(runId: string): string;
+    step(runId: string, stepId: string): string;
+    task(runId: string, taskId: string): string;
+    worker(workerId: string): string;
+    system(name: string): string;
+    /** `<prefix>.events.task.<runId>.*` and friends, for reading one run. */
+    runAll(runId: string): string[];
+    dispatch(tag: string): string;
+    dispatchAll: string;
+    finalize(runId: string, taskId: string): string;
+    finalizeAll: string;
+    poison(runId: string, taskId: string): string;
+    poisonAll: string;
+    api(verb: string): string;
+    apiAll: string;
+    controlCancel: string;
+    /** `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.<stream>.>` for the finalize stream. */
+    maxDeliveriesAdvisory: string;
+  };
+}
+
+export const PREFIX_RE = /^[a-z][a-z0-9_-]{0,31}$/;
+
+export function names(prefix = 'sonar'): Names {
+  if (!PREFIX_RE.test(prefix)) {
+    throw new Error(`prefix must match ${String(PREFIX_RE)}, got ${JSON.stringify(prefix)}`);
+  }
+  const upper = prefix.toUpperCase().replace(/-/g, '_');
+  const ev = `${prefix}.events`;
+  const finalizeStream = `${upper}_FINALIZE`;
+  return {
+    prefix,
+    streams: {
+      events: `${upper}_EVENTS`,
+      dispatch: `${upper}_DISPATCH`,
+      finalize: finalizeStream,
+      poison: `${upper}_POISON`,
+      advisories: `${upper}_ADVISORIES`,
+    },
+    buckets: {
+      workers: `${prefix}_workers`,
+      locks: `${prefix}_locks`,
+      schedule: `${prefix}_schedule`,
+      finalizeErrors: `${prefix}_finalize_errors`,
+      results: `${prefix}_results`,
+    },
+    objectStores: { outputs: `${prefix}_outputs`, snapshots: `${prefix}_snapshots` },
+    consumers: { dispatch: (tag) => `dispatch_${tag}`, finalizer: 'finalizer' },
+    subjects: {
+      eventsAll: `${ev}.>`,
+      run: (runId) => `${ev}.run.${runId}`,
+      step: (runId, stepId) => `${ev}.step.${runId}.${stepId}`,
+      task: (runId, taskId) => `${ev}.task.${runId}.${taskId}`,
+      worker: (workerId) => `${ev}.worker.${workerId}`,
+      system: (name) => `${ev}.system.${name}`,
+      runAll: (runId) => [`${ev}.run.${runId}`, `${ev}.step.${runId}.*`, `${ev}.task.${runId}.*`],
+      dispatch: (tag) => `${prefix}.dispatch.${tag}`,
+      dispatchAll: `${prefix}.dispatch.>`,
+      finalize: (runId, taskId) => `${prefix}.finalize.${runId}.${taskId}`,
+      finalizeAll: `${prefix}.finalize.>`,
+      poison: (runId, taskId) => `${prefix}.poison.${runId}.${taskId}`,
+      poisonAll: `${prefix}.poison.>`,
+      api: (verb) => `${prefix}.api.${verb}`,
+      apiAll: `${prefix}.api.>`,
+      controlCancel: `${prefix}.control.cancel`,
+      maxDeliveriesAdvisory: `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.${finalizeStream}.>`,
+    },
+  };
+}

@@ -1,0 +1,139 @@
+import { AckPolicy, DeliverPolicy, RetentionPolicy, StorageType } from '@nats-io/jetstream';
+import type { ConsumerConfig, StreamConfig } from '@nats-io/jetstream';
+import { nanos } from '@nats-io/transport-node';
+import type { Names } from './names.js';
+
+/** Settings the topology depends on; all durations in ms (converted to ns only here). */
+export interface TopologyOptions {
+  replicas: number;
+  pulseTtlMs: number;
+  lockTtlMs: number;
+  finalizeLeaseMs: number;
+  finalizeMaxDeliver: number;
+}
+
+export const DEFAULT_TOPOLOGY_OPTIONS: TopologyOptions = {
+  replicas: 1,
+  pulseTtlMs: 15_000,
+  lockTtlMs: 10_000,
+  finalizeLeaseMs: 30_000,
+  finalizeMaxDeliver: 6,
+};
+
+/** Window in which a retried publish with the same `Nats-Msg-Id` is stored once. */
+export const DEDUPE_WINDOW_MS = 2 * 60_000;
+/** A dispatch lease: an unstarted task comes back to another puller after this. */
+export const DISPATCH_ACK_WAIT_MS = 60_000;
+/** Max jobs a finalizer consumer may hold unacked: jobs waiting out a nak delay count too. */
+export const FINALIZE_MAX_ACK_PENDING = 10_000;
+
+export interface KvSpec {
+  bucket: string;
+  /** Bucket TTL (stream max_age) in ms; 0 for none. On 2.9 there is no per-key TTL. */
+  ttlMs: number;
+  history: number;
+}
+
+export interface Topology {
+  streams: Partial<StreamConfig>[];
+  kv: KvSpec[];
+  objectStores: string[];
+  consumers: { stream: string; config: Partial<ConsumerConfig> }[];
+}
+
+/**
+ * DESIGN.md section 2 as data. Each entry says why it is set as it is.
+ */
+export function topology(n: Names, opts: TopologyOptions): Topology {
+  const common = { storage: StorageType.File, num_replicas: opts.replicas };
+  return {
+    streams: [
+      {
+        // The source of truth. Limits retention, kept whole: no per-subject limit, since every
+        // event of an aggregate is needed for replay. Dedupe by Nats-Msg-Id = event id for 2 min.
+        ...common,
+        name: n.streams.events,
+        subjects: [n.subjects.eventsAll],
+        retention: RetentionPolicy.Limits,
+        max_msgs_per_subject: -1,
+        duplicate_window: nanos(DEDUPE_WINDOW_MS),
+        allow_direct: true,
+      },
+      {
+        // Work queue per tag: a message is gone once a worker acks it after `start`.
+        ...common,
+        name: n.streams.dispatch,
+        subjects: [n.subjects.dispatchAll],
+        retention: RetentionPolicy.Workqueue,
+        duplicate_window: nanos(DEDUPE_WINDOW_MS),
+      },
+      {
+        // Finalization jobs; the msg id `fin.<runId>.<taskId>.<attemptId>.<n>` dedupes a
+        // retried enqueue for 2 min, and the finalizer makes older duplicates harmless.
+        ...common,
+        name: n.streams.finalize,
+        subjects: [n.subjects.finalizeAll],
+        retention: RetentionPolicy.Workqueue,
+        duplicate_window: nanos(DEDUPE_WINDOW_MS),
+      },
+      {
+        // Poisoned jobs with their error history, kept for inspection (limits retention).
+        ...common,
+        name: n.streams.poison,
+        subjects: [n.subjects.poisonAll],
+        retention: RetentionPolicy.Limits,
+        max_msgs_per_subject: -1,
+      },
+      {
+        // MAX_DELIVERIES advisories are fire-and-forget: capture them, so that a poison
+        // decision is not lost while no backend is up. Work queue: handled once, then gone.
+        ...common,
+        name: n.streams.advisories,
+        subjects: [n.subjects.maxDeliveriesAdvisory],
+        retention: RetentionPolicy.Workqueue,
+      },
+    ],
+    kv: [
+      // The live registry: a key lives while its worker pulses; the bucket TTL expires it.
+      { bucket: n.buckets.workers, ttlMs: opts.pulseTtlMs, history: 1 },
+      // The leader lock: create = SET NX, update(revision) renews, the TTL releases.
+      { bucket: n.buckets.locks, ttlMs: opts.lockTtlMs, history: 1 },
+      // Periodic jobs claim their turn by compare-and-set of {lastAt, by}; no TTL.
+      { bucket: n.buckets.schedule, ttlMs: 0, history: 1 },
+      // Each failed finalization attempt, keyed <runId>.<taskId>.<attemptId>.
+      { bucket: n.buckets.finalizeErrors, ttlMs: 0, history: 10 },
+      // The default results sink: one record per task, upserted.
+      { bucket: n.buckets.results, ttlMs: 0, history: 1 },
+    ],
+    objectStores: [n.objectStores.outputs, n.objectStores.snapshots],
+    consumers: [{ stream: n.streams.finalize, config: finalizerConsumer(n, opts) }],
+  };
+}
+
+/**
+ * The finalizer pool's one durable consumer. The lease is ack_wait, renewed by working().
+ * No `backoff`: on 2.9 it overwrites ack_wait with backoff[0]; the finalizer passes each delay
+ * to nak(ms) instead. max_ack_pending is large so jobs waiting out a delay never stall others.
+ */
+export function finalizerConsumer(n: Names, opts: TopologyOptions): Partial<ConsumerConfig> {
+  return {
+    durable_name: n.consumers.finalizer,
+    filter_subject: n.subjects.finalizeAll,
+    ack_policy: AckPolicy.Explicit,
+    deliver_policy: DeliverPolicy.All,
+    ack_wait: nanos(opts.finalizeLeaseMs),
+    max_deliver: opts.finalizeMaxDeliver,
+    max_ack_pending: FINALIZE_MAX_ACK_PENDING,
+  };
+}
+
+/** `dispatch_<tag>`: pull, explicit ack, ack_wait 60 s, deliver all (DESIGN.md section 2). */
+export function dispatchConsumer(n: Names, tag: string): Partial<ConsumerConfig> {
+  return {
+    durable_name: n.consumers.dispatch(tag),
+    filter_subject: n.subjects.dispatch(tag),
+    ack_policy: AckPolicy.Explicit,
+    deliver_policy: DeliverPolicy.All,
+    ack_wait: nanos(DISPATCH_ACK_WAIT_MS),
+  };
+}

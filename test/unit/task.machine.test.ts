@@ -1,0 +1,694 @@
+import { describe, it, expect } from 'vitest';
+import { initialTransition, transition } from 'xstate';
+import type { SnapshotFrom } from 'xstate';
+import { taskMachine } from '../../actors/task/task.machine.js';
+import type { TaskState } from '../../actors/task/task.machine.js';
+import type { TaskEvent } from '../../actors/task/task.events.js';
+import {
+  at,
+  hexHash,
+  taskAttemptFailed,
+  taskCancelled,
+  taskCreated,
+  taskDead,
+  taskFinalizeRetried,
+  taskFinalized,
+  taskPoisoned,
+  taskPublished,
+  taskRequeued,
+  taskResultAccepted,
+  taskStarted,
+} from '../helpers/event-builders.js';
+
+type Snap = SnapshotFrom<typeof taskMachine>;
+type TaskEventType = TaskEvent['type'];
+
+const create = (over: Parameters<typeof taskCreated>[0] = {}): Snap =>
+  initialTransition(taskMachine, taskCreated(over))[0];
+
+/** Folds `events` from a fresh task (or `from`), each of which must be accepted. */
+function fold(events: TaskEvent[], from: Snap = create()): Snap {
+  let snap = from;
+  for (const event of events) {
+    expect(snap.can(event), `${event.type} in ${String(snap.value)}`).toBe(true);
+    snap = transition(taskMachine, snap, event)[0];
+  }
+  return snap;
+}
+
+/** Asserts `event` is accepted and returns the next snapshot and the names of its actions. */
+function accept(snap: Snap, event: TaskEvent): { next: Snap; actions: string[] } {
+  expect(snap.can(event)).toBe(true);
+  const [next, actions] = transition(taskMachine, snap, event);
+  expect(next).not.toBe(snap);
+  return { next, actions: actions.map((a) => a.type) };
+}
+
+/** Asserts `event` is refused: `can()` is false and `transition()` gives the identical snapshot. */
+function expectRefused(snap: Snap, event: TaskEvent): void {
+  expect(snap.can(event)).toBe(false);
+  const [next, actions] = transition(taskMachine, snap, event);
+  expect(next).toBe(snap);
+  expect(actions).toEqual([]);
+}
+
+// Attempt 1 is a1, dispatched to `linux`, started by w1.
+const published = [taskPublished({}, at(1))];
+const running = [...published, taskStarted({}, at(2))];
+const finalizing = [...running, taskResultAccepted({}, at(3))];
+const poisoned = [...finalizing, taskPoisoned({}, at(4))];
+
+/** Attempt 1 lost with its worker, attempt 2 (a2, tag `gpu`) current: a1 is stale. */
+const secondAttempt = [
+  ...running,
+  taskRequeued({ reason: 'worker-lost' }, at(10)),
+  taskPublished({ attempt: 2, tag: 'gpu' }, at(11)),
+];
+
+/** One path into every state. */
+const pathTo: Record<TaskState, TaskEvent[]> = {
+  Pending: [],
+  Published: published,
+  Running: running,
+  Finalizing: finalizing,
+  Poisoned: poisoned,
+  Succeeded: [...finalizing, taskFinalized({}, at(4))],
+  Failed: [...running, taskAttemptFailed({ retryable: false }, at(3))],
+  Dead: [...running, taskDead({ recoveries: 1 }, at(3))],
+  Cancelled: [taskCancelled({}, at(1))],
+};
+
+const EVENT_TYPES: TaskEventType[] = [
+  'TaskCreated',
+  'TaskPublished',
+  'TaskStarted',
+  'TaskRequeued',
+  'TaskAttemptFailed',
+  'TaskResultAccepted',
+  'TaskFinalized',
+  'TaskPoisoned',
+  'TaskFinalizeRetried',
+  'TaskDead',
+  'TaskCancelled',
+];
+
+/** The most plausible event of each type for `snap`: the current attempt, the next publish. */
+function plausible(type: TaskEventType, snap: Snap): TaskEvent {
+  const attemptId = snap.context.attemptId ?? 'a1';
+  switch (type) {
+    case 'TaskCreated':
+      return taskCreated();
+    case 'TaskPublished':
+      return taskPublished({ attempt: snap.context.attempt + 1 });
+    case 'TaskStarted':
+      return taskStarted({ attemptId });
+    case 'TaskRequeued':
+      return taskRequeued({ attemptId });
+    case 'TaskAttemptFailed':
+      return taskAttemptFailed({ attemptId });
+    case 'TaskResultAccepted':
+      return taskResultAccepted({ attemptId });
+    case 'TaskFinalized':
+      return taskFinalized({ attemptId });
+    case 'TaskPoisoned':
+      return taskPoisoned({ attemptId });
+    case 'TaskFinalizeRetried':
+      return taskFinalizeRetried({ attemptId });
+    case 'TaskDead':
+      return taskDead();
+    case 'TaskCancelled':
+      return taskCancelled();
+  }
+}
+
+/** DESIGN.md section 3: every accepted (state, event) pair, with its target and actions. */
+const ACCEPTED: Record<TaskState, Partial<Record<TaskEventType, [TaskState, string[]?]>>> = {
+  Pending: { TaskPublished: ['Published'], TaskCancelled: ['Cancelled'] },
+  Published: {
+    TaskStarted: ['Running'],
+    TaskRequeued: ['Pending'],
+    TaskDead: ['Dead'],
+    TaskCancelled: ['Cancelled'],
+  },
+  Running: {
+    TaskRequeued: ['Pending'],
+    TaskAttemptFailed: ['Pending'],
+    TaskResultAccepted: ['Finalizing', ['enqueueFinalization']],
+    TaskDead: ['Dead'],
+    TaskCancelled: ['Cancelled'],
+  },
+  Finalizing: {
+    TaskFinalized: ['Succeeded'],
+    TaskPoisoned: ['Poisoned'],
+    TaskCancelled: ['Cancelled'],
+  },
+  Poisoned: {
+    TaskFinalizeRetried: ['Finalizing', ['enqueueFinalization']],
+    TaskCancelled: ['Cancelled'],
+  },
+  Succeeded: {},
+  Failed: {},
+  Dead: {},
+  Cancelled: {},
+};
+
+/** The (state x event) matrix for one state: every event type is accepted or refused. */
+function matrix(state: TaskState): void {
+  describe('every event type', () => {
+    for (const type of EVENT_TYPES) {
+      const expected = ACCEPTED[state][type];
+      if (expected) {
+        const [target, actions = []] = expected;
+        it(`${type} -> ${target}`, () => {
+          const snap = fold(pathTo[state]);
+          expect(snap.value).toBe(state);
+          const { next, actions: got } = accept(snap, plausible(type, snap));
+          expect(next.value).toBe(target);
+          expect(got).toEqual(actions);
+        });
+      } else {
+        it(`${type} is refused`, () => {
+          const snap = fold(pathTo[state]);
+          expect(snap.value).toBe(state);
+          expectRefused(snap, plausible(type, snap));
+        });
+      }
+    }
+  });
+}
+
+describe('taskMachine', () => {
+  describe('TaskCreated (initial transition)', () => {
+    it('starts Pending with no attempt, no failures and no recoveries', () => {
+      const [snap, actions] = initialTransition(
+        taskMachine,
+        taskCreated({ command: ['sh', '-c', 'echo hi'], input: { n: 1 }, maxAttempts: 5 }),
+      );
+      expect(snap.value).toBe('Pending');
+      expect(snap.status).toBe('active');
+      expect(actions).toEqual([]);
+      expect(snap.context).toMatchObject({
+        runId: 'r1',
+        stepId: 's1',
+        taskId: 't1',
+        tags: ['linux'],
+        command: ['sh', '-c', 'echo hi'],
+        input: { n: 1 },
+        maxAttempts: 5,
+        attempt: 0,
+        attemptId: null,
+        tokenHash: null,
+        tag: null,
+        workerId: null,
+        failures: 0,
+        retryAt: null,
+        recoveries: 0,
+        recoveredAt: [],
+        error: null,
+        finalizeRound: 0,
+      });
+    });
+  });
+
+  describe('Pending', () => {
+    matrix('Pending');
+
+    it('TaskPublished with attempt 1 records the attempt, token hash, tag and time', () => {
+      const event = taskPublished({ attempt: 1, attemptId: 'a1', tag: 'linux' }, at(5));
+      const { next, actions } = accept(create(), event);
+      expect(next.value).toBe('Published');
+      expect(actions).toEqual([]);
+      expect(next.context).toMatchObject({
+        attempt: 1,
+        attemptId: 'a1',
+        tokenHash: hexHash('a1'),
+        tag: 'linux',
+        workerId: null,
+        publishedAt: at(5),
+        retryAt: null,
+      });
+    });
+
+    it.each([0, 2, 3])('TaskPublished with attempt %i on a new task is refused', (attempt) => {
+      expectRefused(create(), taskPublished({ attempt }));
+    });
+
+    it('TaskPublished after a requeue must be attempt previous+1', () => {
+      const snap = fold([...running, taskRequeued({ reason: 'publish-timeout', recoveries: 0 })]);
+      expect(snap.value).toBe('Pending');
+      expect(snap.context.attempt).toBe(1);
+      expectRefused(snap, taskPublished({ attempt: 1, attemptId: 'a1b' }));
+      expectRefused(snap, taskPublished({ attempt: 3 }));
+      const { next } = accept(snap, taskPublished({ attempt: 2 }));
+      expect(next.context).toMatchObject({ attempt: 2, attemptId: 'a2' });
+    });
+
+    it('TaskPublished after a retryable failure clears retryAt', () => {
+      const snap = fold([...running, taskAttemptFailed({ retryAt: at(60) }, at(3))]);
+      expect(snap.context.retryAt).toBe(at(60));
+      const { next } = accept(snap, taskPublished({ attempt: 2 }, at(61)));
+      expect(next.context.retryAt).toBeNull();
+    });
+
+    it('TaskCancelled -> Cancelled with the reason recorded and no attempt', () => {
+      const { next, actions } = accept(create(), taskCancelled({ reason: 'run cancelled' }));
+      expect(next.value).toBe('Cancelled');
+      expect(next.status).toBe('done');
+      expect(actions).toEqual([]);
+      expect(next.context).toMatchObject({
+        attempt: 0,
+        attemptId: null,
+        tag: null,
+        workerId: null,
+        error: 'cancelled: run cancelled',
+      });
+    });
+
+    it('TaskDead is refused: a death replaces a return to Pending, from Published or Running', () => {
+      const back = fold([...running, taskRequeued({ reason: 'operator', recoveries: 0 })]);
+      expectRefused(back, taskDead());
+    });
+  });
+
+  describe('Published', () => {
+    matrix('Published');
+
+    it('TaskStarted for the current attempt -> Running, recording the worker and the time', () => {
+      const { next, actions } = accept(
+        fold(published),
+        taskStarted({ attemptId: 'a1', workerId: 'w7' }, at(9)),
+      );
+      expect(next.value).toBe('Running');
+      expect(actions).toEqual([]);
+      expect(next.context).toMatchObject({
+        attempt: 1,
+        attemptId: 'a1',
+        tag: 'linux',
+        workerId: 'w7',
+        startedAt: at(9),
+      });
+    });
+
+    it('TaskStarted with a stale attemptId is refused', () => {
+      const snap = fold(secondAttempt);
+      expect(snap.value).toBe('Published');
+      expectRefused(snap, taskStarted({ attemptId: 'a1' }));
+    });
+
+    it('TaskStarted with an unknown attemptId is refused', () => {
+      expectRefused(fold(published), taskStarted({ attemptId: 'zzz' }));
+    });
+
+    it('TaskRequeued (publish-timeout) -> Pending: clears the attempt, keeps the count, is not counted', () => {
+      const { next } = accept(
+        fold(published),
+        taskRequeued({ reason: 'publish-timeout', recoveries: 0 }, at(700)),
+      );
+      expect(next.value).toBe('Pending');
+      expect(next.context).toMatchObject({
+        attempt: 1,
+        attemptId: null,
+        tokenHash: null,
+        tag: null,
+        workerId: null,
+        publishedAt: null,
+        recoveries: 0,
+        recoveredAt: [],
+        failures: 0,
+      });
+    });
+
+    it('TaskRequeued with a stale attemptId is refused', () => {
+      expectRefused(fold(secondAttempt), taskRequeued({ attemptId: 'a1' }));
+    });
+
+    it('TaskDead -> Dead: counted as a recovery, keeps the attempt and its tag', () => {
+      const { next } = accept(fold(published), taskDead({ recoveries: 1 }, at(20)));
+      expect(next.value).toBe('Dead');
+      expect(next.context).toMatchObject({
+        attempt: 1,
+        attemptId: 'a1',
+        tag: 'linux',
+        workerId: null,
+        recoveries: 1,
+        recoveredAt: [at(20)],
+        error: 'dead: recovery-limit',
+      });
+    });
+
+    it('TaskCancelled -> Cancelled keeps the attempt values', () => {
+      const { next } = accept(fold(published), taskCancelled());
+      expect(next.value).toBe('Cancelled');
+      expect(next.context).toMatchObject({ attempt: 1, attemptId: 'a1', tag: 'linux' });
+    });
+  });
+
+  describe('Running', () => {
+    matrix('Running');
+
+    it('TaskRequeued (worker-lost) -> Pending: counted, its time recorded, the attempt cleared', () => {
+      const { next, actions } = accept(
+        fold(running),
+        taskRequeued({ reason: 'worker-lost', recoveries: 1 }, at(30)),
+      );
+      expect(next.value).toBe('Pending');
+      expect(actions).toEqual([]);
+      expect(next.context).toMatchObject({
+        attempt: 1,
+        attemptId: null,
+        tokenHash: null,
+        tag: null,
+        workerId: null,
+        startedAt: null,
+        recoveries: 1,
+        recoveredAt: [at(30)],
+        failures: 0,
+      });
+    });
+
+    it.each(['publish-timeout', 'worker-released', 'operator'] as const)(
+      'TaskRequeued (%s) -> Pending is not counted as a recovery',
+      (reason) => {
+        const { next } = accept(fold(running), taskRequeued({ reason, recoveries: 0 }, at(30)));
+        expect(next.value).toBe('Pending');
+        expect(next.context).toMatchObject({
+          attemptId: null,
+          tag: null,
+          workerId: null,
+          recoveries: 0,
+          recoveredAt: [],
+        });
+      },
+    );
+
+    it('recoveries count worker-lost only, over the whole life of the task', () => {
+      const snap = fold([
+        ...running,
+        taskRequeued({ attemptId: 'a1', reason: 'worker-lost' }, at(10)),
+        taskPublished({ attempt: 2 }, at(11)),
+        taskStarted({ attemptId: 'a2' }, at(12)),
+        taskRequeued({ attemptId: 'a2', reason: 'worker-released', recoveries: 1 }, at(20)),
+        taskPublished({ attempt: 3 }, at(21)),
+        taskRequeued({ attemptId: 'a3', reason: 'publish-timeout' }, at(30)),
+        taskPublished({ attempt: 4 }, at(31)),
+        taskStarted({ attemptId: 'a4' }, at(32)),
+        taskRequeued({ attemptId: 'a4', reason: 'worker-lost', recoveries: 2 }, at(40)),
+      ]);
+      expect(snap.value).toBe('Pending');
+      expect(snap.context).toMatchObject({
+        attempt: 4,
+        recoveries: 2,
+        recoveredAt: [at(10), at(40)],
+        failures: 0,
+      });
+    });
+
+    it('TaskRequeued with a stale attemptId is refused', () => {
+      const snap = fold([...secondAttempt, taskStarted({ attemptId: 'a2' })]);
+      expect(snap.value).toBe('Running');
+      expectRefused(snap, taskRequeued({ attemptId: 'a1' }));
+    });
+
+    it('TaskAttemptFailed (retryable, failures < maxAttempts) -> Pending with retryAt', () => {
+      const { next, actions } = accept(
+        fold(running),
+        taskAttemptFailed({ exitCode: 2, error: 'boom', retryAt: at(5) }, at(4)),
+      );
+      expect(next.value).toBe('Pending');
+      expect(actions).toEqual([]);
+      expect(next.context).toMatchObject({
+        attempt: 1,
+        attemptId: null,
+        tokenHash: null,
+        tag: null,
+        workerId: null,
+        failures: 1,
+        retryAt: at(5),
+        error: 'boom',
+        recoveries: 0,
+      });
+    });
+
+    it('TaskAttemptFailed without retryAt leaves retryAt null', () => {
+      const { next } = accept(fold(running), taskAttemptFailed({ retryAt: undefined }));
+      expect(next.value).toBe('Pending');
+      expect(next.context.retryAt).toBeNull();
+    });
+
+    it('TaskAttemptFailed that uses up maxAttempts -> Failed, keeping the last attempt', () => {
+      const snap = fold([
+        ...running,
+        taskAttemptFailed({ attemptId: 'a1' }, at(3)),
+        taskPublished({ attempt: 2 }, at(4)),
+        taskStarted({ attemptId: 'a2', workerId: 'w2' }, at(5)),
+        taskAttemptFailed({ attemptId: 'a2', workerId: 'w2' }, at(6)),
+        taskPublished({ attempt: 3, tag: 'gpu' }, at(7)),
+        taskStarted({ attemptId: 'a3', workerId: 'w3' }, at(8)),
+      ]);
+      expect(snap.context.failures).toBe(2);
+      const { next, actions } = accept(
+        snap,
+        taskAttemptFailed({ attemptId: 'a3', workerId: 'w3', error: 'third' }, at(9)),
+      );
+      expect(next.value).toBe('Failed');
+      expect(next.status).toBe('done');
+      expect(actions).toEqual([]);
+      expect(next.context).toMatchObject({
+        attempt: 3,
+        attemptId: 'a3',
+        tag: 'gpu',
+        workerId: 'w3',
+        failures: 3,
+        error: 'third',
+      });
+    });
+
+    it('maxAttempts counts TaskAttemptFailed only: recoveries do not use up attempts', () => {
+      const snap = fold(
+        [
+          ...running,
+          taskRequeued({ attemptId: 'a1', reason: 'worker-lost' }),
+          taskPublished({ attempt: 2 }),
+          taskStarted({ attemptId: 'a2' }),
+          taskRequeued({ attemptId: 'a2', reason: 'worker-lost', recoveries: 2 }),
+          taskPublished({ attempt: 3 }),
+          taskStarted({ attemptId: 'a3' }),
+          taskAttemptFailed({ attemptId: 'a3' }),
+          taskPublished({ attempt: 4 }),
+          taskStarted({ attemptId: 'a4' }),
+        ],
+        create({ maxAttempts: 2 }),
+      );
+      expect(snap.value).toBe('Running');
+      expect(snap.context).toMatchObject({ attempt: 4, failures: 1, recoveries: 2 });
+      const { next } = accept(snap, taskAttemptFailed({ attemptId: 'a4' }));
+      expect(next.value).toBe('Failed');
+      expect(next.context).toMatchObject({ attempt: 4, failures: 2, attemptId: 'a4' });
+    });
+
+    it('TaskAttemptFailed with maxAttempts 1 -> Failed at the first failure', () => {
+      const { next } = accept(fold(running, create({ maxAttempts: 1 })), taskAttemptFailed());
+      expect(next.value).toBe('Failed');
+      expect(next.context.failures).toBe(1);
+    });
+
+    it('TaskAttemptFailed with retryable:false -> Failed at once', () => {
+      const { next } = accept(
+        fold(running),
+        taskAttemptFailed({ retryable: false, error: 'bad input' }),
+      );
+      expect(next.value).toBe('Failed');
+      expect(next.context).toMatchObject({
+        failures: 1,
+        maxAttempts: 3,
+        attemptId: 'a1',
+        tag: 'linux',
+        workerId: 'w1',
+        error: 'bad input',
+      });
+    });
+
+    it('TaskAttemptFailed records the workerId, it does not match it', () => {
+      const { next } = accept(fold(running), taskAttemptFailed({ workerId: 'w9', retryable: false }));
+      expect(next.context.workerId).toBe('w9');
+    });
+
+    it.each([true, false])(
+      'TaskAttemptFailed with a stale attemptId (retryable %s) is refused',
+      (retryable) => {
+        const snap = fold([...secondAttempt, taskStarted({ attemptId: 'a2' })]);
+        expectRefused(snap, taskAttemptFailed({ attemptId: 'a1', retryable }));
+      },
+    );
+
+    it('TaskResultAccepted -> Finalizing and asks for enqueueFinalization', () => {
+      const { next, actions } = accept(
+        fold(running),
+        taskResultAccepted(
+          { workerId: 'w1', outputRef: 'r1/t1/a1', outputBytes: 2048, outputInline: undefined },
+          at(7),
+        ),
+      );
+      expect(next.value).toBe('Finalizing');
+      expect(actions).toEqual(['enqueueFinalization']);
+      expect(next.context).toMatchObject({
+        attemptId: 'a1',
+        tag: 'linux',
+        workerId: 'w1',
+        acceptedAt: at(7),
+        outputRef: 'r1/t1/a1',
+        outputBytes: 2048,
+        outputInline: null,
+      });
+    });
+
+    it('TaskResultAccepted keeps an inline output for the finalizer', () => {
+      const { next } = accept(fold(running), taskResultAccepted({ outputInline: 'aGk=' }));
+      expect(next.context).toMatchObject({ outputRef: 'inline', outputInline: 'aGk=' });
+    });
+
+    it('TaskResultAccepted with a stale attemptId is refused', () => {
+      const snap = fold([...secondAttempt, taskStarted({ attemptId: 'a2' })]);
+      expectRefused(snap, taskResultAccepted({ attemptId: 'a1' }));
+    });
+
+    it('TaskDead -> Dead: the counted recovery that hits the limit, attempt values kept', () => {
+      const snap = fold([
+        ...running,
+        taskRequeued({ attemptId: 'a1', reason: 'worker-lost' }, at(10)),
+        taskPublished({ attempt: 2 }, at(11)),
+        taskStarted({ attemptId: 'a2', workerId: 'w2' }, at(12)),
+        taskRequeued({ attemptId: 'a2', reason: 'worker-lost', recoveries: 2 }, at(20)),
+        taskPublished({ attempt: 3 }, at(21)),
+        taskStarted({ attemptId: 'a3', workerId: 'w3' }, at(22)),
+      ]);
+      const { next, actions } = accept(snap, taskDead({ recoveries: 3 }, at(30)));
+      expect(next.value).toBe('Dead');
+      expect(next.status).toBe('done');
+      expect(actions).toEqual([]);
+      expect(next.context).toMatchObject({
+        attempt: 3,
+        attemptId: 'a3',
+        tag: 'linux',
+        workerId: 'w3',
+        recoveries: 3,
+        recoveredAt: [at(10), at(20), at(30)],
+        error: 'dead: recovery-limit',
+      });
+    });
+
+    it('TaskCancelled -> Cancelled keeps the attempt values', () => {
+      const { next } = accept(fold(running), taskCancelled({ reason: 'run cancelled' }));
+      expect(next.value).toBe('Cancelled');
+      expect(next.context).toMatchObject({
+        attempt: 1,
+        attemptId: 'a1',
+        tag: 'linux',
+        workerId: 'w1',
+        error: 'cancelled: run cancelled',
+      });
+    });
+  });
+
+  describe('Finalizing', () => {
+    matrix('Finalizing');
+
+    it('TaskFinalized -> Succeeded: records the result key, drops the inline output', () => {
+      const snap = fold(finalizing);
+      expect(snap.context.outputInline).not.toBeNull();
+      const { next, actions } = accept(snap, taskFinalized({ resultKey: 'r1.t1' }));
+      expect(next.value).toBe('Succeeded');
+      expect(next.status).toBe('done');
+      expect(actions).toEqual([]);
+      expect(next.context).toMatchObject({
+        attempt: 1,
+        attemptId: 'a1',
+        tag: 'linux',
+        workerId: 'w1',
+        resultKey: 'r1.t1',
+        outputInline: null,
+      });
+    });
+
+    const finalizingA2 = [
+      ...secondAttempt,
+      taskStarted({ attemptId: 'a2' }),
+      taskResultAccepted({ attemptId: 'a2' }),
+    ];
+
+    it('TaskFinalized with a stale attemptId is refused', () => {
+      const snap = fold(finalizingA2);
+      expect(snap.value).toBe('Finalizing');
+      expectRefused(snap, taskFinalized({ attemptId: 'a1' }));
+    });
+
+    it('TaskPoisoned -> Poisoned: keeps the error and the output for a retry', () => {
+      const { next, actions } = accept(
+        fold(finalizing),
+        taskPoisoned({ error: 'output is not valid JSON' }),
+      );
+      expect(next.value).toBe('Poisoned');
+      expect(next.status).toBe('active');
+      expect(actions).toEqual([]);
+      expect(next.context).toMatchObject({
+        attemptId: 'a1',
+        error: 'output is not valid JSON',
+        outputRef: 'inline',
+        outputInline: 'eyJvayI6dHJ1ZX0=',
+      });
+    });
+
+    it('TaskPoisoned with a stale attemptId is refused', () => {
+      expectRefused(fold(finalizingA2), taskPoisoned({ attemptId: 'a1' }));
+    });
+
+    it('TaskCancelled -> Cancelled keeps the attempt values', () => {
+      const { next } = accept(fold(finalizing), taskCancelled());
+      expect(next.value).toBe('Cancelled');
+      expect(next.context).toMatchObject({ attemptId: 'a1', tag: 'linux', workerId: 'w1' });
+    });
+  });
+
+  describe('Poisoned', () => {
+    matrix('Poisoned');
+
+    it('TaskFinalizeRetried -> Finalizing: a new round, error cleared, enqueueFinalization', () => {
+      const { next, actions } = accept(fold(poisoned), taskFinalizeRetried({ by: 'alice' }));
+      expect(next.value).toBe('Finalizing');
+      expect(actions).toEqual(['enqueueFinalization']);
+      expect(next.context).toMatchObject({ finalizeRound: 1, error: null, attemptId: 'a1' });
+    });
+
+    it('a second operator retry is round 2', () => {
+      const snap = fold([...poisoned, taskFinalizeRetried(), taskPoisoned()]);
+      const { next } = accept(snap, taskFinalizeRetried());
+      expect(next.context.finalizeRound).toBe(2);
+    });
+
+    it('TaskFinalizeRetried with a stale attemptId is refused', () => {
+      const snap = fold([
+        ...secondAttempt,
+        taskStarted({ attemptId: 'a2' }),
+        taskResultAccepted({ attemptId: 'a2' }),
+        taskPoisoned({ attemptId: 'a2' }),
+      ]);
+      expect(snap.value).toBe('Poisoned');
+      expectRefused(snap, taskFinalizeRetried({ attemptId: 'a1' }));
+    });
+
+    it('TaskCancelled -> Cancelled ends a held task, keeping the attempt values', () => {
+      const { next } = accept(fold(poisoned), taskCancelled({ reason: 'operator' }));
+      expect(next.value).toBe('Cancelled');
+      expect(next.status).toBe('done');
+      expect(next.context).toMatchObject({ attemptId: 'a1', tag: 'linux', workerId: 'w1' });
+    });
+  });
+
+  describe.each(['Succeeded', 'Failed', 'Dead', 'Cancelled'] as const)('%s', (state) => {
+    matrix(state);
+
+    it('is final', () => {
+      expect(fold(pathTo[state]).status).toBe('done');
+    });
+  });
+});
