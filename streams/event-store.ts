@@ -151,14 +151,21 @@ export class EventStore {
     const jsm = await this.jsm();
     const stream = this.names.streams.events;
     const filter = opts.filter ?? this.names.subjects.eventsAll;
-    const info = await jsm.streams.info(stream);
     const from = opts.fromSeq ?? 1;
-    if (info.state.messages === 0 || info.state.last_seq < from) return;
-    if (filter !== this.names.subjects.eventsAll) {
-      // An ordered consumer waits forever on a filter that matches nothing: look first.
+    // Where "caught up" is: known exactly for the whole stream and for one subject. For other
+    // wildcards, trust the consumer's pending count. An ordered consumer on a filter that
+    // matches nothing would wait forever, so look before creating it.
+    let end: number | null;
+    if (filter === this.names.subjects.eventsAll) {
+      const info = await jsm.streams.info(stream);
+      end = info.state.messages === 0 ? 0 : info.state.last_seq;
+    } else if (!/[*>]/.test(filter)) {
+      end = await this.lastSeqOf(filter);
+    } else {
       const filtered = await jsm.streams.info(stream, { subjects_filter: filter });
-      if (Object.keys(filtered.state.subjects ?? {}).length === 0) return;
+      end = Object.keys(filtered.state.subjects ?? {}).length === 0 ? 0 : null;
     }
+    if (end !== null && end < from) return;
     const consumer = await this.js.consumers.get(stream, {
       filter_subjects: filter,
       ...startOf({ fromSeq: from }),
@@ -167,7 +174,7 @@ export class EventStore {
     try {
       for await (const m of messages) {
         yield recordOf(m);
-        if (m.info.pending === 0) break;
+        if (end === null ? m.info.pending === 0 : m.seq >= end) break;
       }
     } finally {
       await messages.close();

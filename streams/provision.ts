@@ -5,7 +5,7 @@ import { Objm } from '@nats-io/obj';
 import { nanos } from '@nats-io/transport-node';
 import { TopologyConflictError } from './errors.js';
 import type { Names } from './names.js';
-import { dispatchConsumer, topology } from './topology.js';
+import { DEDUPE_WINDOW_MS, dispatchConsumer, topology } from './topology.js';
 import type { TopologyOptions } from './topology.js';
 
 export type ChangeAction = 'created' | 'updated' | 'unchanged';
@@ -138,6 +138,10 @@ export async function ensureTopology(
       num_replicas: opts.replicas,
       max_age: nanos(kv.ttlMs),
       max_msgs_per_subject: kv.history,
+      // The server caps the dedupe window at max_age; keep them consistent on a TTL change.
+      duplicate_window: nanos(
+        kv.ttlMs > 0 ? Math.min(kv.ttlMs, DEDUPE_WINDOW_MS) : DEDUPE_WINDOW_MS,
+      ),
     };
     changes.push(
       await ensureStream(jsm, want, 'kv', () =>

@@ -1,0 +1,224 @@
+import { describe, it, expect } from 'vitest';
+import { initialTransition, transition } from 'xstate';
+import type { AnyStateMachine, EventFromLogic, InputFrom, SnapshotFrom } from 'xstate';
+import { createTransitioner } from '../../actors/transitioner.js';
+import { runMachine } from '../../actors/run/run.machine.js';
+import { stepMachine } from '../../actors/step/step.machine.js';
+import { taskMachine } from '../../actors/task/task.machine.js';
+import { workerMachine } from '../../actors/worker/worker.machine.js';
+import {
+  at,
+  runCancelled,
+  runSucceeded,
+  runSubmitted,
+  stepBlocked,
+  stepCreated,
+  stepReady,
+  stepServed,
+  stepStarved,
+  stepSucceeded,
+  taskAttemptFailed,
+  taskCancelled,
+  taskCreated,
+  taskDead,
+  taskFinalizeRetried,
+  taskFinalized,
+  taskPoisoned,
+  taskPublished,
+  taskRequeued,
+  taskResultAccepted,
+  taskStarted,
+  workerDraining,
+  workerJoined,
+  workerLeft,
+  workerLost,
+} from '../helpers/event-builders.js';
+
+interface Seen {
+  value: unknown;
+  status: string;
+  context: unknown;
+  persisted: unknown;
+  actions: string[];
+}
+
+const seen = (
+  machine: AnyStateMachine,
+  snap: SnapshotFrom<AnyStateMachine>,
+  actions: string[],
+): Seen => ({
+  value: snap.value,
+  status: snap.status,
+  context: snap.context,
+  persisted: machine.getPersistedSnapshot(snap),
+  actions,
+});
+
+/**
+ * Folds `events` from `input` twice, once with createTransitioner and once with the public
+ * initialTransition/transition, and checks every step gives the same value, context, status,
+ * persisted snapshot and action names. A refused event is `null` on the fast path and the
+ * identical snapshot from `transition()`. Returns the accepted/refused pattern.
+ */
+function compare<M extends AnyStateMachine>(
+  machine: M,
+  input: InputFrom<M>,
+  events: EventFromLogic<M>[],
+): boolean[] {
+  const fast = createTransitioner(machine);
+  const [fastInitial, fastInitialActions] = fast.initial(input);
+  const [slowInitial, slowInitialActions] = initialTransition(machine, input);
+  expect(seen(machine, fastInitial, fastInitialActions)).toEqual(
+    seen(machine, slowInitial, slowInitialActions.map((a) => a.type)),
+  );
+  let fastSnap: SnapshotFrom<M> = fastInitial;
+  let slowSnap = slowInitial as SnapshotFrom<M>;
+  const pattern: boolean[] = [];
+  for (const event of events) {
+    const fastNext = fast.next(fastSnap, event);
+    const [slowNext, slowActions] = transition(machine, slowSnap, event);
+    if (fastNext === null) {
+      expect(slowNext, `${event.type} refused`).toBe(slowSnap);
+      expect(slowActions).toEqual([]);
+      pattern.push(false);
+      continue;
+    }
+    expect(seen(machine, fastNext[0], fastNext[1]), event.type).toEqual(
+      seen(machine, slowNext, slowActions.map((a) => a.type)),
+    );
+    fastSnap = fastNext[0];
+    slowSnap = slowNext as SnapshotFrom<M>;
+    pattern.push(true);
+  }
+  return pattern;
+}
+
+describe('createTransitioner', () => {
+  it('equals transition() on a task through retries, recoveries, poison and a refused tail', () => {
+    const pattern = compare(taskMachine, taskCreated({ maxAttempts: 3 }), [
+      taskPublished({ attempt: 1 }, at(1)),
+      taskStarted({ attemptId: 'a1', workerId: 'w1' }, at(2)),
+      taskStarted({ attemptId: 'a1' }, at(2)), // refused: already Running
+      taskAttemptFailed({ attemptId: 'a1', retryAt: at(4) }, at(3)),
+      taskPublished({ attempt: 3 }, at(4)), // refused: not previous+1
+      taskPublished({ attempt: 2 }, at(4)),
+      taskStarted({ attemptId: 'a2', workerId: 'w2' }, at(5)),
+      taskRequeued({ attemptId: 'a2', reason: 'worker-lost' }, at(6)),
+      taskPublished({ attempt: 3 }, at(7)),
+      taskRequeued({ attemptId: 'a3', reason: 'publish-timeout', recoveries: 1 }, at(8)),
+      taskPublished({ attempt: 4 }, at(9)),
+      taskStarted({ attemptId: 'a3' }, at(10)), // refused: stale attempt
+      taskStarted({ attemptId: 'a4', workerId: 'w3' }, at(10)),
+      taskResultAccepted({ attemptId: 'a4', workerId: 'w3' }, at(11)),
+      taskPoisoned({ attemptId: 'a4' }, at(12)),
+      taskFinalizeRetried({ attemptId: 'a4' }, at(13)),
+      taskFinalized({ attemptId: 'a3' }, at(14)), // refused: stale attempt
+      taskFinalized({ attemptId: 'a4' }, at(14)),
+      taskCancelled({}, at(15)), // refused: terminal
+    ]);
+    expect(pattern).toEqual([
+      true,
+      true,
+      false,
+      true,
+      false,
+      true,
+      true,
+      true,
+      true,
+      true,
+      true,
+      false,
+      true,
+      true,
+      true,
+      true,
+      false,
+      true,
+      false,
+    ]);
+  });
+
+  it('equals transition() on failures that end a task, and on death', () => {
+    expect(
+      compare(taskMachine, taskCreated({ maxAttempts: 1 }), [
+        taskPublished(),
+        taskStarted(),
+        taskAttemptFailed(),
+        taskPublished({ attempt: 2 }),
+      ]),
+    ).toEqual([true, true, true, false]);
+    expect(
+      compare(taskMachine, taskCreated(), [
+        taskPublished(),
+        taskStarted(),
+        taskDead({ recoveries: 1 }),
+        taskDead({ recoveries: 2 }),
+      ]),
+    ).toEqual([true, true, true, false]);
+  });
+
+  it('equals transition() on a step, including the transient Created state and toggles', () => {
+    expect(
+      compare(stepMachine, stepCreated({ after: ['s0'] }), [
+        stepStarved(),
+        stepReady(),
+        stepStarved(),
+        stepStarved(),
+        stepServed(),
+        stepServed(),
+        stepBlocked(),
+        stepSucceeded(),
+        stepReady(),
+        stepSucceeded(),
+      ]),
+    ).toEqual([false, true, true, false, true, false, true, false, true, true]);
+    expect(compare(stepMachine, stepCreated({ after: [] }), [stepReady()])).toEqual([false]);
+  });
+
+  it('equals transition() on a run and a worker', () => {
+    expect(
+      compare(runMachine, runSubmitted(), [runSucceeded(at(5)), runCancelled({}, at(6))]),
+    ).toEqual([true, false]);
+    expect(
+      compare(workerMachine, workerJoined(), [
+        workerDraining({ reason: 'spot-interruption', deadline: at(120) }),
+        workerDraining({ reason: 'shutdown' }),
+        workerLost({ reason: 'exited' }),
+        workerLeft(),
+      ]),
+    ).toEqual([true, false, true, false]);
+  });
+
+  it('returns a fresh action list each time (the buffer is not shared)', () => {
+    const fast = createTransitioner(taskMachine);
+    let [snap] = fast.initial(taskCreated());
+    for (const e of [taskPublished(), taskStarted()]) snap = fast.next(snap, e)![0];
+    const accepted = fast.next(snap, taskResultAccepted())!;
+    expect(accepted[1]).toEqual(['enqueueFinalization']);
+    fast.next(accepted[0], taskFinalized());
+    fast.initial(taskCreated({ taskId: 't2' }));
+    expect(accepted[1]).toEqual(['enqueueFinalization']);
+  });
+
+  it('takes snapshots made by transition() and gives snapshots transition() takes', () => {
+    const fast = createTransitioner(taskMachine);
+    const [created] = initialTransition(taskMachine, taskCreated());
+    const [published] = fast.next(created, taskPublished())!;
+    const [running] = transition(taskMachine, published, taskStarted());
+    const [finalizing, actions] = fast.next(running, taskResultAccepted())!;
+    expect(finalizing.value).toBe('Finalizing');
+    expect(actions).toEqual(['enqueueFinalization']);
+    expect(transition(taskMachine, finalizing, taskFinalized())[0].value).toBe('Succeeded');
+  });
+
+  it('a refused event is null and leaves the snapshot as it was', () => {
+    const fast = createTransitioner(taskMachine);
+    const [snap] = fast.initial(taskCreated());
+    const persisted = JSON.stringify(taskMachine.getPersistedSnapshot(snap));
+    expect(fast.next(snap, taskStarted())).toBeNull();
+    expect(fast.next(snap, taskFinalized())).toBeNull();
+    expect(JSON.stringify(taskMachine.getPersistedSnapshot(snap))).toBe(persisted);
+    expect(snap.value).toBe('Pending');
+  });
+});
