@@ -77,24 +77,15 @@ export interface AggregateRef {
   key: string;
 }
 
-const ID_TOKEN = /^[A-Za-z0-9_-]{1,64}$/;
+const SUBJECT_RE =
+  /^[^.]+\.events\.(?:(task|step)\.([A-Za-z0-9_-]{1,64}\.[A-Za-z0-9_-]{1,64})|(run|worker|system)\.([A-Za-z0-9_-]{1,64}))$/;
 
 /** Parses an event subject; the prefix is any single token. Null when it is not one. */
 export function parseEventSubject(subject: string): AggregateRef | null {
-  const t = subject.split('.');
-  if (t.length < 4 || t[1] !== 'events') return null;
-  const kind = t[2];
-  const ids = t.slice(3);
-  if (!ids.every((id) => ID_TOKEN.test(id))) return null;
-  switch (kind) {
-    case 'task':
-    case 'step':
-      return ids.length === 2 ? { kind, key: ids.join('.') } : null;
-    case 'run':
-    case 'worker':
-    case 'system':
-      return ids.length === 1 ? { kind, key: ids[0]! } : null;
-    default:
-      return null;
-  }
+  // One regex instead of split + a test per token: this runs once per replayed event.
+  const m = SUBJECT_RE.exec(subject);
+  if (!m) return null;
+  return m[1] !== undefined
+    ? { kind: m[1] as AggregateKind, key: m[2]! }
+    : { kind: m[3] as AggregateKind, key: m[4]! };
 }

@@ -41,11 +41,13 @@ export function createTransitioner<M extends AnyStateMachine>(machine: M): Trans
       return [snapshot, actions.slice()];
     },
     next(snapshot, event) {
-      if (!(snapshot as { can(e: unknown): boolean }).can(event)) return null;
       actions.length = 0;
       holder._snapshot = snapshot;
       const next = machine.transition(snapshot, event, scope) as SnapshotFrom<M>;
-      return [next, actions.slice()];
+      // XState returns the very same snapshot when no transition is enabled (NATS-2.9.md);
+      // every accepted event here assigns or moves, so a new object means accepted. This
+      // saves the second walk that `can()` would do.
+      return next === snapshot ? null : [next, actions.slice()];
     },
   };
 }

@@ -136,18 +136,16 @@ export class EventStore {
     }
   }
 
-  /** Every event of one aggregate, in order. */
-  async readAggregate(subject: string): Promise<EventRecord[]> {
-    const out: EventRecord[] = [];
-    await this.replay((r) => out.push(r), { filter: subject });
-    return out;
-  }
-
   /**
-   * Reads the stream from `fromSeq` to its end as it stands now, with an ordered consumer.
-   * Ends once caught up; a filter that matches nothing yields nothing.
+   * Reads the stream from `fromSeq` to its end as it stands now, with an ordered consumer,
+   * calling `onRecord` for each event (awaited only when it returns a promise: a callback,
+   * not an async generator, since a generator costs a promise turn per event). Returns the
+   * last sequence seen. A filter that matches nothing reads nothing.
    */
-  async *read(opts: ReadOptions = {}): AsyncGenerator<EventRecord> {
+  async replay(
+    onRecord: (r: EventRecord) => void | Promise<void>,
+    opts: ReadOptions = {},
+  ): Promise<number> {
     const jsm = await this.jsm();
     const stream = this.names.streams.events;
     const filter = opts.filter ?? this.names.subjects.eventsAll;
@@ -165,30 +163,37 @@ export class EventStore {
       const filtered = await jsm.streams.info(stream, { subjects_filter: filter });
       end = Object.keys(filtered.state.subjects ?? {}).length === 0 ? 0 : null;
     }
-    if (end !== null && end < from) return;
+    if (end !== null && end < from) return from - 1;
     const consumer = await this.js.consumers.get(stream, {
       filter_subjects: filter,
       ...startOf({ fromSeq: from }),
     });
-    const messages = await consumer.consume({ max_messages: 4096 });
+    const messages = await consumer.consume({ max_messages: 8192 });
+    let last = from - 1;
     try {
       for await (const m of messages) {
-        yield recordOf(m);
-        if (end === null ? m.info.pending === 0 : m.seq >= end) break;
+        const pending = onRecord(recordOf(m));
+        if (pending) await pending;
+        last = m.seq;
+        if (end === null ? m.info.pending === 0 : last >= end) break;
       }
     } finally {
       await messages.close();
     }
+    return last;
   }
 
-  /** Folds the stream to its current end through `onRecord`; returns the last sequence seen. */
-  async replay(onRecord: (r: EventRecord) => void, opts: ReadOptions = {}): Promise<number> {
-    let last = 0;
-    for await (const r of this.read(opts)) {
-      onRecord(r);
-      last = r.seq;
-    }
-    return last;
+
+  /** Every event of one aggregate, in order. */
+  async readAggregate(subject: string): Promise<EventRecord[]> {
+    const out: EventRecord[] = [];
+    await this.replay(
+      (r) => {
+        out.push(r);
+      },
+      { filter: subject },
+    );
+    return out;
   }
 
   /**

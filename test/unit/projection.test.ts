@@ -1,14 +1,11 @@
 import { describe, it, expect } from 'vitest';
+import { initialTransition, transition } from 'xstate';
 import { IllegalTransitionError, isSonarError } from '../../actors/errors.js';
 import { decodeEvent, parseEventSubject } from '../../actors/events.js';
 import type { SonarEvent } from '../../actors/events.js';
-import {
-  applyDecoded,
-  applyEvent,
-  createProjection,
-  evaluate,
-} from '../../actors/projection.js';
+import { applyDecoded, applyEvent, createProjection, evaluate } from '../../actors/projection.js';
 import type { EventRecord, Projection } from '../../actors/projection.js';
+import { taskMachine } from '../../actors/task/task.machine.js';
 import {
   at,
   hexHash,
@@ -28,7 +25,8 @@ import {
   workerJoined,
 } from '../helpers/event-builders.js';
 
-const record = (seq: number, subj: string, event: SonarEvent): EventRecord => line(seq, subj, event);
+const record = (seq: number, subj: string, event: SonarEvent): EventRecord =>
+  line(seq, subj, event);
 
 /** Applies records that must all be accepted. */
 function applyAll(p: Projection, records: EventRecord[]): void {
@@ -101,6 +99,26 @@ describe('projection', () => {
       const key = parseEventSubject(subj)!.key;
       expect(table.get(key)?.seq).toBe(7);
       expect(p.lastSeq).toBe(7);
+    });
+
+    it('TaskCreated gives the same snapshot as the public initialTransition()', () => {
+      const p = createProjection();
+      const event = taskCreated({ command: ['sh', '-c', 'true'], input: { n: 1 }, maxAttempts: 4 });
+      applyAll(p, [record(1, subject.task(), event)]);
+      const fast = p.tasks.get('r1.t1')!.snapshot;
+      const [slow] = initialTransition(taskMachine, event);
+      expect(fast.value).toBe(slow.value);
+      expect(fast.status).toBe(slow.status);
+      expect(fast.context).toEqual(slow.context);
+      expect(taskMachine.getPersistedSnapshot(fast)).toEqual(
+        taskMachine.getPersistedSnapshot(slow),
+      );
+      for (const next of [taskPublished(), taskCancelled(), taskStarted()]) {
+        expect(fast.can(next)).toBe(slow.can(next));
+      }
+      const [afterFast] = transition(taskMachine, fast, taskPublished());
+      const [afterSlow] = transition(taskMachine, slow, taskPublished());
+      expect(afterFast.context).toEqual(afterSlow.context);
     });
 
     it.each([
@@ -278,7 +296,10 @@ describe('projection', () => {
   describe('leader', () => {
     it('is set by ReconcilerElected on a system subject, the latest one wins', () => {
       const p = createProjection();
-      const first = applyEvent(p, record(3, subject.system(), reconcilerElected({ nodeId: 'n1' }, at(1))));
+      const first = applyEvent(
+        p,
+        record(3, subject.system(), reconcilerElected({ nodeId: 'n1' }, at(1))),
+      );
       expect(first).toMatchObject({ ok: true, from: null, to: 'Elected', actions: [] });
       expect(p.leader).toEqual({ nodeId: 'n1', time: at(1), seq: 3 });
       applyAll(p, [record(9, subject.system(), reconcilerElected({ nodeId: 'n2' }, at(20)))]);
@@ -328,7 +349,11 @@ describe('projection', () => {
     });
 
     it('a creation is appended at seq 0 (the subject must be empty)', () => {
-      const result = evaluate(createProjection(), parseEventSubject(subject.step())!, stepCreated());
+      const result = evaluate(
+        createProjection(),
+        parseEventSubject(subject.step())!,
+        stepCreated(),
+      );
       expect(result).toMatchObject({ from: null, to: 'Ready', seq: 0 });
     });
 

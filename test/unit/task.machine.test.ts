@@ -188,13 +188,15 @@ describe('taskMachine', () => {
       expect(snap.status).toBe('active');
       expect(actions).toEqual([]);
       expect(snap.context).toMatchObject({
-        runId: 'r1',
-        stepId: 's1',
-        taskId: 't1',
-        tags: ['linux'],
-        command: ['sh', '-c', 'echo hi'],
-        input: { n: 1 },
-        maxAttempts: 5,
+        spec: {
+          runId: 'r1',
+          stepId: 's1',
+          taskId: 't1',
+          tags: ['linux'],
+          command: ['sh', '-c', 'echo hi'],
+          input: { n: 1 },
+          maxAttempts: 5,
+        },
         attempt: 0,
         attemptId: null,
         tokenHash: null,
@@ -204,6 +206,9 @@ describe('taskMachine', () => {
         retryAt: null,
         recoveries: 0,
         recoveredAt: [],
+        since: null,
+        output: null,
+        resultKey: null,
         error: null,
         finalizeRound: 0,
       });
@@ -224,7 +229,7 @@ describe('taskMachine', () => {
         tokenHash: hexHash('a1'),
         tag: 'linux',
         workerId: null,
-        publishedAt: at(5),
+        since: at(5),
         retryAt: null,
       });
     });
@@ -285,7 +290,7 @@ describe('taskMachine', () => {
         attemptId: 'a1',
         tag: 'linux',
         workerId: 'w7',
-        startedAt: at(9),
+        since: at(9),
       });
     });
 
@@ -311,7 +316,7 @@ describe('taskMachine', () => {
         tokenHash: null,
         tag: null,
         workerId: null,
-        publishedAt: null,
+        since: null,
         recoveries: 0,
         recoveredAt: [],
         failures: 0,
@@ -359,7 +364,8 @@ describe('taskMachine', () => {
         tokenHash: null,
         tag: null,
         workerId: null,
-        startedAt: null,
+        since: null,
+        output: null,
         recoveries: 1,
         recoveredAt: [at(30)],
         failures: 0,
@@ -500,7 +506,7 @@ describe('taskMachine', () => {
       expect(next.value).toBe('Failed');
       expect(next.context).toMatchObject({
         failures: 1,
-        maxAttempts: 3,
+        spec: { maxAttempts: 3 },
         attemptId: 'a1',
         tag: 'linux',
         workerId: 'w1',
@@ -509,7 +515,10 @@ describe('taskMachine', () => {
     });
 
     it('TaskAttemptFailed records the workerId, it does not match it', () => {
-      const { next } = accept(fold(running), taskAttemptFailed({ workerId: 'w9', retryable: false }));
+      const { next } = accept(
+        fold(running),
+        taskAttemptFailed({ workerId: 'w9', retryable: false }),
+      );
       expect(next.context.workerId).toBe('w9');
     });
 
@@ -535,16 +544,14 @@ describe('taskMachine', () => {
         attemptId: 'a1',
         tag: 'linux',
         workerId: 'w1',
-        acceptedAt: at(7),
-        outputRef: 'r1/t1/a1',
-        outputBytes: 2048,
-        outputInline: null,
+        since: at(7),
+        output: { ref: 'r1/t1/a1', bytes: 2048, inline: null },
       });
     });
 
     it('TaskResultAccepted keeps an inline output for the finalizer', () => {
       const { next } = accept(fold(running), taskResultAccepted({ outputInline: 'aGk=' }));
-      expect(next.context).toMatchObject({ outputRef: 'inline', outputInline: 'aGk=' });
+      expect(next.context.output).toEqual({ ref: 'inline', bytes: 11, inline: 'aGk=' });
     });
 
     it('TaskResultAccepted with a stale attemptId is refused', () => {
@@ -595,7 +602,7 @@ describe('taskMachine', () => {
 
     it('TaskFinalized -> Succeeded: records the result key, drops the inline output', () => {
       const snap = fold(finalizing);
-      expect(snap.context.outputInline).not.toBeNull();
+      expect(snap.context.output?.inline).toBe('eyJvayI6dHJ1ZX0=');
       const { next, actions } = accept(snap, taskFinalized({ resultKey: 'r1.t1' }));
       expect(next.value).toBe('Succeeded');
       expect(next.status).toBe('done');
@@ -606,7 +613,7 @@ describe('taskMachine', () => {
         tag: 'linux',
         workerId: 'w1',
         resultKey: 'r1.t1',
-        outputInline: null,
+        output: { ref: 'inline', bytes: 11, inline: null },
       });
     });
 
@@ -633,8 +640,7 @@ describe('taskMachine', () => {
       expect(next.context).toMatchObject({
         attemptId: 'a1',
         error: 'output is not valid JSON',
-        outputRef: 'inline',
-        outputInline: 'eyJvayI6dHJ1ZX0=',
+        output: { ref: 'inline', bytes: 11, inline: 'eyJvayI6dHJ1ZX0=' },
       });
     });
 

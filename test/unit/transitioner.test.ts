@@ -69,25 +69,34 @@ function compare<M extends AnyStateMachine>(
   const [fastInitial, fastInitialActions] = fast.initial(input);
   const [slowInitial, slowInitialActions] = initialTransition(machine, input);
   expect(seen(machine, fastInitial, fastInitialActions)).toEqual(
-    seen(machine, slowInitial, slowInitialActions.map((a) => a.type)),
+    seen(
+      machine,
+      slowInitial,
+      slowInitialActions.map((a) => a.type),
+    ),
   );
   let fastSnap: SnapshotFrom<M> = fastInitial;
-  let slowSnap = slowInitial as SnapshotFrom<M>;
+  let slowSnap: SnapshotFrom<M> = slowInitial;
   const pattern: boolean[] = [];
   for (const event of events) {
     const fastNext = fast.next(fastSnap, event);
     const [slowNext, slowActions] = transition(machine, slowSnap, event);
     if (fastNext === null) {
-      expect(slowNext, `${event.type} refused`).toBe(slowSnap);
+      expect(slowNext, `${String((event as { type: string }).type)} refused`).toBe(slowSnap);
       expect(slowActions).toEqual([]);
       pattern.push(false);
       continue;
     }
-    expect(seen(machine, fastNext[0], fastNext[1]), event.type).toEqual(
-      seen(machine, slowNext, slowActions.map((a) => a.type)),
+    const label = String((event as { type: string }).type);
+    expect(seen(machine, fastNext[0], fastNext[1]), label).toEqual(
+      seen(
+        machine,
+        slowNext,
+        slowActions.map((a) => a.type),
+      ),
     );
     fastSnap = fastNext[0];
-    slowSnap = slowNext as SnapshotFrom<M>;
+    slowSnap = slowNext;
     pattern.push(true);
   }
   return pattern;
@@ -220,5 +229,97 @@ describe('createTransitioner', () => {
     expect(fast.next(snap, taskFinalized())).toBeNull();
     expect(JSON.stringify(taskMachine.getPersistedSnapshot(snap))).toBe(persisted);
     expect(snap.value).toBe('Pending');
+  });
+});
+
+describe('createTransitioner refusals', () => {
+  /** Every snapshot met along a few task lives, folded with the public transition(). */
+  function taskSnapshots(): SnapshotFrom<typeof taskMachine>[] {
+    const lives = [
+      [taskPublished(), taskStarted(), taskResultAccepted(), taskPoisoned(), taskFinalizeRetried()],
+      [taskPublished(), taskStarted(), taskResultAccepted(), taskFinalized()],
+      [taskPublished(), taskStarted(), taskRequeued(), taskPublished({ attempt: 2 })],
+      [taskPublished(), taskStarted(), taskAttemptFailed(), taskPublished({ attempt: 2 })],
+      [taskPublished(), taskStarted(), taskAttemptFailed({ retryable: false })],
+      [taskPublished(), taskDead()],
+      [taskCancelled()],
+    ];
+    const out: SnapshotFrom<typeof taskMachine>[] = [];
+    for (const life of lives) {
+      let snap = initialTransition(taskMachine, taskCreated())[0];
+      out.push(snap);
+      for (const event of life) {
+        snap = transition(taskMachine, snap, event)[0];
+        out.push(snap);
+      }
+    }
+    return out;
+  }
+
+  /** Current, stale and unknown attempts of every task event type. */
+  const candidates = [
+    taskCreated(),
+    ...[0, 1, 2, 3].map((attempt) => taskPublished({ attempt })),
+    ...['a1', 'a2', 'zz'].flatMap((attemptId) => [
+      taskStarted({ attemptId }),
+      taskRequeued({ attemptId }),
+      taskRequeued({ attemptId, reason: 'operator', recoveries: 0 }),
+      taskAttemptFailed({ attemptId }),
+      taskAttemptFailed({ attemptId, retryable: false }),
+      taskResultAccepted({ attemptId }),
+      taskFinalized({ attemptId }),
+      taskPoisoned({ attemptId }),
+      taskFinalizeRetried({ attemptId }),
+    ]),
+    taskDead(),
+    taskCancelled(),
+  ];
+
+  it('next() is null exactly when can() is false, for every task snapshot and event', () => {
+    const fast = createTransitioner(taskMachine);
+    let accepted = 0;
+    let refused = 0;
+    for (const snap of taskSnapshots()) {
+      for (const event of candidates) {
+        const label = `${event.type} ${JSON.stringify(event.data)} in ${String(snap.value)}`;
+        const got = fast.next(snap, event);
+        expect(got === null, label).toBe(!snap.can(event));
+        const [slow, slowActions] = transition(taskMachine, snap, event);
+        if (got === null) {
+          expect(slow, label).toBe(snap);
+          refused++;
+        } else {
+          expect(got[0].value, label).toBe(slow.value);
+          expect(got[0].context, label).toEqual(slow.context);
+          expect(got[1], label).toEqual(slowActions.map((a) => a.type));
+          accepted++;
+        }
+      }
+    }
+    expect(accepted).toBeGreaterThan(20);
+    expect(refused).toBeGreaterThan(500);
+  });
+
+  it('next() is null exactly when can() is false, for every step snapshot and event', () => {
+    const fast = createTransitioner(stepMachine);
+    const waiting = initialTransition(stepMachine, stepCreated({ after: ['s0'] }))[0];
+    const ready = transition(stepMachine, waiting, stepReady())[0];
+    const starved = transition(stepMachine, ready, stepStarved())[0];
+    const blocked = transition(stepMachine, ready, stepBlocked())[0];
+    const done = transition(stepMachine, ready, stepSucceeded())[0];
+    const events = [
+      stepCreated(),
+      stepReady(),
+      stepStarved(),
+      stepServed(),
+      stepBlocked(),
+      stepSucceeded(),
+    ];
+    for (const snap of [waiting, ready, starved, blocked, done]) {
+      for (const event of events) {
+        const got = fast.next(snap, event);
+        expect(got === null, `${event.type} in ${String(snap.value)}`).toBe(!snap.can(event));
+      }
+    }
   });
 });

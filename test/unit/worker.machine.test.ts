@@ -79,7 +79,13 @@ describe('workerMachine', () => {
       const [snap, actions] = initialTransition(
         workerMachine,
         workerJoined(
-          { workerId: 'w7', host: 'ip-10-0-0-7', instanceId: 'i-0abc', tags: ['linux', 'gpu'], slots: 4 },
+          {
+            workerId: 'w7',
+            host: 'ip-10-0-0-7',
+            instanceId: 'i-0abc',
+            tags: ['linux', 'gpu'],
+            slots: 4,
+          },
           at(2),
         ),
       );

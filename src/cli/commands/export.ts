@@ -20,14 +20,14 @@ export function registerExport(program: Command): void {
         const store = new EventStore(nc, names);
         let chunk = '';
         // 2.9 takes one filter per consumer and a run spans three subject shapes: filter here.
-        for await (const r of store.read()) {
-          if (opts.run !== undefined && !isOfRun(r.subject, opts.run)) continue;
+        await store.replay((r) => {
+          if (opts.run !== undefined && !isOfRun(r.subject, opts.run)) return;
           chunk += `${toJsonlLine(r)}\n`;
-          if (chunk.length > 1 << 16) {
-            await writeOut(chunk);
-            chunk = '';
-          }
-        }
+          if (chunk.length < 1 << 16) return;
+          const out = chunk;
+          chunk = '';
+          return writeOut(out);
+        });
         await writeOut(chunk);
       });
     });
