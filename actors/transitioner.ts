@@ -1,23 +1,157 @@
 import { createActor } from 'xstate';
-import type { AnyStateMachine, EventFromLogic, InputFrom, SnapshotFrom } from 'xstate';
+import type { AnyStateMachine, ContextFrom, EventFromLogic, InputFrom } from 'xstate';
 
 /** Named actions a transition asks the backend to carry out (`enqueueFinalization`). */
 export type ActionNames = string[];
 
+/**
+ * The state of one aggregate as the projection keeps it: the machine's state value, its
+ * context, and whether it reached a final state. Plain data (no XState snapshot object), so
+ * 100k tasks cost ~1 KB each less and a fold allocates one small object per event.
+ * `machine.resolveState(snap)` turns it back into a full XState snapshot when one is needed.
+ */
+export interface Snap<C> {
+  value: string;
+  context: C;
+  status: 'active' | 'done';
+}
+
 export interface Transitioner<M extends AnyStateMachine> {
-  initial(input: InputFrom<M>): [SnapshotFrom<M>, ActionNames];
-  /** The next snapshot, or null when the machine does not accept the event. */
-  next(snapshot: SnapshotFrom<M>, event: EventFromLogic<M>): [SnapshotFrom<M>, ActionNames] | null;
+  initial(input: InputFrom<M>): [Snap<ContextFrom<M>>, ActionNames];
+  /** The next state, or null when the machine does not accept the event. */
+  next(
+    snap: Snap<ContextFrom<M>>,
+    event: EventFromLogic<M>,
+  ): [Snap<ContextFrom<M>>, ActionNames] | null;
+}
+
+type Args = { context: unknown; event: { type: string } };
+type Guard = (args: Args, params: unknown) => boolean;
+type Assignment = (args: Args, params: unknown) => Record<string, unknown>;
+
+interface Compiled {
+  guard: Guard | null;
+  target: string | null;
+  assigns: Assignment[];
+  named: string[];
+}
+
+/** Loose shapes of XState v5's machine internals that the compiler reads. */
+interface StateNodeLike {
+  key: string;
+  type: string;
+  entry: unknown[];
+  exit: unknown[];
+  always?: unknown[];
+  after?: unknown[];
+  invoke?: unknown[];
+  states: Record<string, StateNodeLike>;
+  transitions: Map<
+    string,
+    { guard?: unknown; target?: { key: string }[]; actions: unknown[]; reenter?: boolean }[]
+  >;
+}
+interface Implementations {
+  guards: Record<string, unknown>;
+  actions: Record<string, unknown>;
+}
+
+const isAssign = (a: unknown): a is { assignment: unknown } =>
+  typeof a === 'function' && (a as { type?: string }).type === 'xstate.assign';
+
+function assignmentOf(a: { assignment: unknown }): Assignment {
+  const { assignment } = a;
+  if (typeof assignment === 'function') return assignment as Assignment;
+  // The object form: each key is a value or a function of the args.
+  const parts = Object.entries(assignment as Record<string, unknown>);
+  return (args, params) => {
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of parts) {
+      out[k] = typeof v === 'function' ? (v as Assignment)(args, params) : v;
+    }
+    return out;
+  };
+}
+
+function compileGuard(machineId: string, guard: unknown, impl: Implementations): Guard | null {
+  if (guard === undefined) return null;
+  const name = typeof guard === 'string' ? guard : (guard as { type?: unknown }).type;
+  const fn =
+    typeof guard === 'function' ? guard : typeof name === 'string' ? impl.guards[name] : undefined;
+  if (typeof fn !== 'function') {
+    throw new Error(`${machineId}: guard ${JSON.stringify(name)} cannot be compiled`);
+  }
+  return fn as Guard;
+}
+
+function compileActions(machineId: string, actions: unknown[], impl: Implementations) {
+  const assigns: Assignment[] = [];
+  const named: string[] = [];
+  for (const action of actions) {
+    const resolved = typeof action === 'string' ? impl.actions[action] : action;
+    if (isAssign(resolved)) assigns.push(assignmentOf(resolved));
+    else if (typeof action === 'string' && typeof resolved === 'function') named.push(action);
+    else throw new Error(`${machineId}: action ${JSON.stringify(action)} cannot be compiled`);
+  }
+  return { assigns, named };
 }
 
 /**
- * The fast path of XState's public `transition()`. That function builds a throwaway actor for
- * every call (~46k/s on these machines); replay folds millions of events, so this builds one
- * inert actor scope per machine and reuses it (~4x faster, NATS-2.9.md). It must stay equal
- * to `transition()`: test/unit/transitioner.test.ts and the replay suite check both paths on
- * every scenario.
+ * Compiles a flat XState machine into a transition table and folds events with it.
+ *
+ * Why: XState's public `transition()` builds a throwaway actor per call (~46k/s here), and even
+ * with one reused actor scope a transition costs ~6 us plus two snapshot objects; replay folds
+ * millions of events. Sonar's machines are flat (atomic and final states, guarded transitions,
+ * `assign` and named actions), so the machine's own config is run directly: the guards and
+ * assign functions are the machine's, looked up by the same names, and the context is merged
+ * the way XState merges it (`Object.assign({}, context, partial)`).
+ *
+ * The compiler refuses any machine feature it does not implement (nested or parallel states,
+ * entry/exit actions, delayed or eventless transitions outside the initial state, invokes), so
+ * a machine change cannot silently diverge. Equality with `transition()` is proven by
+ * test/unit/transitioner.test.ts (every state x every event, both paths) and by the replay
+ * suite, which folds every scenario both ways. `initial()` uses XState itself.
  */
 export function createTransitioner<M extends AnyStateMachine>(machine: M): Transitioner<M> {
+  const root = (machine as unknown as { root: StateNodeLike }).root;
+  const impl = (machine as unknown as { implementations: Implementations }).implementations;
+  const id = machine.id;
+  const table = new Map<string, Map<string, Compiled[]>>();
+  const finals = new Set<string>();
+  const initialKey = (root as unknown as { config: { initial?: string } }).config.initial;
+  for (const node of Object.values(root.states)) {
+    if (Object.keys(node.states).length > 0 || (node.type !== 'atomic' && node.type !== 'final')) {
+      throw new Error(`${id}: state ${node.key} is not flat; the fast path cannot compile it`);
+    }
+    if (node.entry.length > 0 || node.exit.length > 0 || (node.invoke ?? []).length > 0) {
+      throw new Error(`${id}: state ${node.key} has entry/exit/invoke; cannot compile`);
+    }
+    if ((node.after ?? []).length > 0) throw new Error(`${id}: state ${node.key} has after`);
+    // An eventless transition is allowed only to settle the initial state, which initial()
+    // resolves with XState itself; no event can reach that state afterwards.
+    if ((node.always ?? []).length > 0 && (node.key !== initialKey || node.transitions.size > 0)) {
+      throw new Error(`${id}: state ${node.key} has an eventless transition; cannot compile`);
+    }
+    if (node.type === 'final') finals.add(node.key);
+    const byEvent = new Map<string, Compiled[]>();
+    for (const [eventType, defs] of node.transitions) {
+      byEvent.set(
+        eventType,
+        defs.map((d) => {
+          if ((d.target ?? []).length > 1) throw new Error(`${id}: multiple targets`);
+          return {
+            guard: compileGuard(id, d.guard, impl),
+            target: d.target?.[0]?.key ?? null,
+            ...compileActions(id, d.actions, impl),
+          };
+        }),
+      );
+    }
+    table.set(node.key, byEvent);
+  }
+  if ((root.transitions?.size ?? 0) > 0) throw new Error(`${id}: root transitions; cannot compile`);
+
+  // One inert actor scope for initial(), reused (the public initialTransition builds one a call).
   const actions: string[] = [];
   const self = createActor(machine);
   const scope = {
@@ -32,22 +166,39 @@ export function createTransitioner<M extends AnyStateMachine>(machine: M): Trans
     actionExecutor: (action: { type: string }) => {
       actions.push(action.type);
     },
-  } as unknown as Parameters<M['transition']>[2];
-  const holder = self as unknown as { _snapshot: unknown };
+  } as unknown as Parameters<M['getInitialSnapshot']>[0];
+
+  type C = ContextFrom<M>;
   return {
     initial(input) {
       actions.length = 0;
-      const snapshot = machine.getInitialSnapshot(scope, input) as SnapshotFrom<M>;
-      return [snapshot, actions.slice()];
+      const s = machine.getInitialSnapshot(scope, input) as {
+        value: unknown;
+        context: C;
+        status: string;
+      };
+      const snap: Snap<C> = {
+        value: String(s.value),
+        context: s.context,
+        status: s.status === 'done' ? 'done' : 'active',
+      };
+      return [snap, actions.slice()];
     },
-    next(snapshot, event) {
-      actions.length = 0;
-      holder._snapshot = snapshot;
-      const next = machine.transition(snapshot, event, scope) as SnapshotFrom<M>;
-      // XState returns the very same snapshot when no transition is enabled (NATS-2.9.md);
-      // every accepted event here assigns or moves, so a new object means accepted. This
-      // saves the second walk that `can()` would do.
-      return next === snapshot ? null : [next, actions.slice()];
+    next(snap, event) {
+      if (snap.status !== 'active') return null;
+      const candidates = table.get(snap.value)?.get((event as { type: string }).type);
+      if (!candidates) return null;
+      for (const c of candidates) {
+        const args = { context: snap.context as unknown, event: event as { type: string } };
+        if (c.guard && !c.guard(args, undefined)) continue;
+        let context = snap.context;
+        for (const assign of c.assigns) {
+          context = Object.assign({}, context, assign({ context, event: args.event }, undefined));
+        }
+        const value = c.target ?? snap.value;
+        return [{ value, context, status: finals.has(value) ? 'done' : 'active' }, c.named];
+      }
+      return null;
     },
   };
 }

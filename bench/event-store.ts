@@ -17,7 +17,7 @@ import { DEFAULT_TOPOLOGY_OPTIONS } from '../streams/topology.js';
 import { startNatsServer } from '../test/helpers/nats-server.js';
 
 const AGGREGATES = 1000;
-const ROUNDS = 100; // events per aggregate in the append test (100k events in all)
+const ROUNDS = 200; // events per aggregate in the append test (200k events in all)
 const HEAP_TASKS = 100_000;
 const WINDOW = 512;
 
@@ -28,10 +28,22 @@ const T = '2026-01-01T00:00:00.000Z';
 function lifecycle(runId: string, taskId: string, i: number): { type: string; data: unknown }[] {
   const attemptId = `a${i}`;
   return [
-    { type: 'TaskCreated', data: { runId, stepId: 's1', taskId, tags: ['linux'], command: ['true'], maxAttempts: 3 } },
+    {
+      type: 'TaskCreated',
+      data: { runId, stepId: 's1', taskId, tags: ['linux'], command: ['true'], maxAttempts: 3 },
+    },
     { type: 'TaskPublished', data: { attempt: 1, attemptId, tokenHash: hash, tag: 'linux' } },
     { type: 'TaskStarted', data: { attemptId, workerId: 'w1' } },
-    { type: 'TaskResultAccepted', data: { attemptId, workerId: 'w1', outputRef: 'inline', outputBytes: 2, outputInline: 'aGk=' } },
+    {
+      type: 'TaskResultAccepted',
+      data: {
+        attemptId,
+        workerId: 'w1',
+        outputRef: 'inline',
+        outputBytes: 2,
+        outputInline: 'aGk=',
+      },
+    },
     { type: 'TaskFinalized', data: { attemptId, resultKey: `${runId}.${taskId}` } },
   ];
 }
@@ -56,7 +68,12 @@ async function main(): Promise<void> {
     const store = new EventStore(nc, n);
     const total = AGGREGATES * ROUNDS;
     const payload = new TextEncoder().encode(
-      JSON.stringify({ id: 'x'.repeat(22), type: 'TaskPublished', v: 1, data: lifecycle('r', 't', 0)[1]!.data }),
+      JSON.stringify({
+        id: 'x'.repeat(22),
+        type: 'TaskPublished',
+        v: 1,
+        data: lifecycle('r', 't', 0)[1]!.data,
+      }),
     );
 
     // 1. Raw async publish into a stream like the events one: same count, same window, no
@@ -77,7 +94,11 @@ async function main(): Promise<void> {
     for (let round = 0; round < ROUNDS; round++) {
       const items = seqs.map((expectedSeq, i) => {
         const e = chainEvent(i, round);
-        return { subject: n.subjects.task('r1', `t${i}`), event: { id: `e${++id}`, ...e }, expectedSeq };
+        return {
+          subject: n.subjects.task('r1', `t${i}`),
+          event: { id: `e${++id}`, ...e },
+          expectedSeq,
+        };
       });
       const results = await store.appendMany(items, WINDOW);
       results.forEach((r, i) => {
@@ -111,7 +132,8 @@ async function main(): Promise<void> {
     t = performance.now();
     const { projection, skipped } = replayRecords(records);
     const foldRate = records.length / ((performance.now() - t) / 1000);
-    if (skipped.length > 0) throw new Error(`fold skipped ${skipped.length}: ${skipped[0]?.reason}`);
+    if (skipped.length > 0)
+      throw new Error(`fold skipped ${skipped.length}: ${skipped[0]?.reason}`);
     gc();
     // The input records are still alive here, so the difference is the projection alone.
     const heapPerTask = (process.memoryUsage().heapUsed - before) / projection.tasks.size;
@@ -124,11 +146,31 @@ async function main(): Promise<void> {
 
     const rows: [string, string, string, string][] = [
       ['raw async publish', fmt(raw, 'msgs/s'), '', ''],
-      ['OCC appends, 1000 aggregates', fmt(appends, 'events/s'), `${pct(appends / raw)} of raw`, `>= 70% ${mark(appends / raw >= 0.7)}`],
-      ['replay from stream + fold', fmt(replayRate, 'events/s'), `${folded} events`, `>= 100k/s ${mark(replayRate >= 100_000)}`],
-      ['pure fold (decoded records)', fmt(foldRate, 'events/s'), `${seq} events`, `>= 150k/s ${mark(foldRate >= 150_000)}`],
+      [
+        'OCC appends, 1000 aggregates',
+        fmt(appends, 'events/s'),
+        `${pct(appends / raw)} of raw`,
+        `>= 70% ${mark(appends / raw >= 0.7)}`,
+      ],
+      [
+        'replay from stream + fold',
+        fmt(replayRate, 'events/s'),
+        `${folded} events`,
+        `>= 100k/s ${mark(replayRate >= 100_000)}`,
+      ],
+      [
+        'pure fold (decoded records)',
+        fmt(foldRate, 'events/s'),
+        `${seq} events`,
+        `>= 150k/s ${mark(foldRate >= 150_000)}`,
+      ],
       ['fold from JSONL text lines', fmt(lineRate, 'events/s'), 'JSON.parse included', ''],
-      ['projection heap per task', `${Math.round(heapPerTask)} B`, `${projection.tasks.size} tasks`, `<= 2048 B ${mark(heapPerTask <= 2048)}`],
+      [
+        'projection heap per task',
+        `${Math.round(heapPerTask)} B`,
+        `${projection.tasks.size} tasks`,
+        `<= 2048 B ${mark(heapPerTask <= 2048)}`,
+      ],
     ];
     printTable(['measure', 'result', 'note', 'target'], rows);
   } finally {

@@ -45,13 +45,45 @@ export interface ReadOptions {
   onlyNew?: boolean;
 }
 
+let lastMs = -1;
+let lastIso = '';
+
+/** ISO-8601 of a JetStream timestamp; a bulk replay meets the same millisecond many times. */
+function isoOf(nanos: number): string {
+  const ms = Math.floor(nanos / 1e6);
+  if (ms !== lastMs) {
+    lastMs = ms;
+    lastIso = new Date(ms).toISOString();
+  }
+  return lastIso;
+}
+
 /** Turns one stream message into the record replay folds (the server's timestamp as `time`). */
 export function recordOf(m: JsMsg): EventRecord {
+  // Hot on replay: read the delivery info once, build the record in one literal.
+  const info = m.info;
+  const time = isoOf(info.timestampNanos);
   const decoded = decodeEnvelope(m.data);
-  const base = { seq: m.seq, subject: m.subject, time: m.time.toISOString() };
-  if (!decoded.ok) return { ...base, type: null, data: null, decodeError: decoded.error.message };
-  const { id, type, v, data } = decoded.value;
-  return { ...base, id, type, v, data };
+  if (!decoded.ok) {
+    return {
+      seq: info.streamSequence,
+      subject: m.subject,
+      time,
+      type: null,
+      data: null,
+      decodeError: decoded.error.message,
+    };
+  }
+  const e = decoded.value;
+  return {
+    seq: info.streamSequence,
+    subject: m.subject,
+    time,
+    type: e.type,
+    data: e.data,
+    v: e.v,
+    id: e.id,
+  };
 }
 
 /**
@@ -168,7 +200,7 @@ export class EventStore {
       filter_subjects: filter,
       ...startOf({ fromSeq: from }),
     });
-    const messages = await consumer.consume({ max_messages: 8192 });
+    const messages = await consumer.consume({ max_messages: 32_768 });
     let last = from - 1;
     try {
       for await (const m of messages) {
@@ -182,7 +214,6 @@ export class EventStore {
     }
     return last;
   }
-
 
   /** Every event of one aggregate, in order. */
   async readAggregate(subject: string): Promise<EventRecord[]> {
