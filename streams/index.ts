@@ -6,3 +6,4 @@ export * from './provision.js';
 export * from './envelope.js';
 export * from './event-store.js';
 export * from './jsonl.js';
+export * from './queues.js';

@@ -1,0 +1,32 @@
+import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
+import type { EventStore } from '../../streams/event-store.js';
+import type { Names } from '../../streams/names.js';
+import type { SonarConfig } from '../config.js';
+import type { Logger } from '../log.js';
+import type { OutputStore } from '../storage/output-store.js';
+import type { EventWriter } from './event-writer.js';
+import type { ProjectionLoop } from './projection-loop.js';
+import type { Registry } from './registry.js';
+
+/**
+ * What every backend component is built from. One per backend process; components take it
+ * in their factory and never read process.env or open connections of their own.
+ */
+export interface BackendContext {
+  config: SonarConfig;
+  names: Names;
+  nc: NatsConnection;
+  js: JetStreamClient;
+  jsm: JetStreamManager;
+  store: EventStore;
+  loop: ProjectionLoop;
+  writer: EventWriter;
+  registry: Registry;
+  outputs: OutputStore;
+  log: Logger;
+  /** This backend's id (leader election, `by` fields): unique per process. */
+  nodeId: string;
+  /** The clock; tests and the simulation may replace it. */
+  now: () => number;
+}

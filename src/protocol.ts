@@ -1,0 +1,160 @@
+import { z } from 'zod';
+
+/**
+ * The worker and client protocol of DESIGN.md section 6, as zod schemas: the backend
+ * validates every request with them, and the TypeScript worker and client build requests
+ * from their types. A worker in another language needs only DESIGN.md; this file is the
+ * executable form of the same contract.
+ */
+const id = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must match ^[A-Za-z0-9_-]{1,64}$');
+const iso = z.iso.datetime({ offset: true });
+
+export const Verb = {
+  Join: 'join',
+  Start: 'start',
+  Result: 'result',
+  Fail: 'fail',
+  Release: 'release',
+  Drain: 'drain',
+  Leave: 'leave',
+  Exited: 'exited',
+  SubmitBegin: 'submit.begin',
+  SubmitTasks: 'submit.tasks',
+  SubmitCommit: 'submit.commit',
+  Cancel: 'cancel',
+} as const;
+export type Verb = (typeof Verb)[keyof typeof Verb];
+
+const attemptFields = {
+  runId: id,
+  taskId: id,
+  attemptId: id,
+  token: z.string().min(1),
+  workerId: id,
+};
+
+export const outputSchema = z.union([
+  z.strictObject({ inline: z.base64(), bytes: z.number().int().min(0) }),
+  z.strictObject({ ref: z.string().min(1).max(1024), bytes: z.number().int().min(0) }),
+]);
+
+export const taskInRunFile = z.strictObject({
+  id,
+  command: z.array(z.string()).min(1).optional(),
+  input: z.unknown().optional(),
+  maxAttempts: z.number().int().min(1).max(100).optional(),
+  tags: z.array(id).min(1).optional(),
+});
+
+export const stepInRunFile = z.strictObject({
+  id,
+  tags: z.array(id).min(1, 'needs at least one tag'),
+  maxConcurrent: z.number().int().min(1).optional(),
+  after: z.array(id).default([]),
+  output: z.enum(['json', 'bytes']).default('bytes'),
+  timeoutMs: z.number().int().min(1).optional(),
+  tasks: z.array(taskInRunFile),
+});
+
+/** A run file (`sonar submit RUN.json`, `SonarClient.submit()`); DESIGN.md section 8. */
+export const runFileSchema = z.strictObject({
+  runId: id,
+  steps: z.array(stepInRunFile).min(1, 'needs at least one step'),
+});
+export type RunFile = z.input<typeof runFileSchema>;
+export type ParsedRunFile = z.output<typeof runFileSchema>;
+export type StepSpec = Omit<z.output<typeof stepInRunFile>, 'tasks'>;
+export type TaskSpecInput = z.output<typeof taskInRunFile>;
+
+export const requestSchemas = {
+  [Verb.Join]: z.strictObject({
+    workerId: id,
+    host: z.string().min(1).max(255),
+    instanceId: z.string().max(255).optional(),
+    tags: z.array(id).min(1),
+    slots: z.number().int().min(1).max(10_000),
+  }),
+  [Verb.Start]: z.strictObject(attemptFields),
+  [Verb.Result]: z.strictObject({ ...attemptFields, output: outputSchema }),
+  [Verb.Fail]: z.strictObject({
+    ...attemptFields,
+    exitCode: z.number().int(),
+    error: z.string().max(64 * 1024),
+    retryable: z.boolean().default(true),
+  }),
+  [Verb.Release]: z.strictObject(attemptFields),
+  [Verb.Drain]: z.strictObject({
+    workerId: id,
+    reason: z.enum(['spot-interruption', 'shutdown']),
+    deadline: iso.optional(),
+  }),
+  [Verb.Leave]: z.strictObject({ workerId: id }),
+  [Verb.Exited]: z.strictObject({
+    workerId: id,
+    code: z.number().int().nullable().optional(),
+    signal: z.string().nullable().optional(),
+  }),
+  [Verb.SubmitBegin]: z.strictObject({
+    runId: id,
+    hash: z.string().min(1).max(128),
+    steps: z.array(stepInRunFile.omit({ tasks: true })).min(1),
+    taskCount: z.number().int().min(0),
+  }),
+  [Verb.SubmitTasks]: z.strictObject({
+    runId: id,
+    stepId: id,
+    tasks: z.array(taskInRunFile).max(1000),
+  }),
+  [Verb.SubmitCommit]: z.strictObject({ runId: id }),
+  [Verb.Cancel]: z.strictObject({
+    runId: id,
+    taskId: id.optional(),
+    reason: z.string().max(1024).default('cancelled by operator'),
+  }),
+} as const;
+
+export type RequestOf<V extends Verb> = z.input<(typeof requestSchemas)[V]>;
+export type ParsedRequestOf<V extends Verb> = z.output<(typeof requestSchemas)[V]>;
+
+/** Answer to `join`. */
+export interface JoinReply {
+  pulseIntervalMs: number;
+  pulseTtlMs: number;
+  stream: string;
+  consumers: Record<string, string>;
+}
+
+/** A dispatch message (DESIGN.md section 6, step 3). */
+export const dispatchMessageSchema = z.object({
+  runId: id,
+  stepId: id,
+  taskId: id,
+  attempt: z.number().int().min(1),
+  attemptId: id,
+  token: z.string().min(1),
+  command: z.array(z.string()).min(1).optional(),
+  input: z.unknown().optional(),
+  /** The step's own limit, enforced by the worker (SIGTERM, then SIGKILL 5 s later). */
+  timeoutMs: z.number().int().min(1).optional(),
+});
+export type DispatchMessage = z.output<typeof dispatchMessageSchema>;
+
+/** A registry entry in `sonar_workers` (DESIGN.md section 4). */
+export const registryEntrySchema = z.object({
+  workerId: id,
+  host: z.string(),
+  instanceId: z.string().optional(),
+  tags: z.array(id),
+  slots: z.number().int().min(1),
+  active: z.boolean(),
+  pulseAt: z.string(),
+  running: z.array(z.string()),
+});
+export type RegistryEntry = z.output<typeof registryEntrySchema>;
+
+/** `sonar.control.cancel` (core NATS, not JetStream). */
+export const cancelControlSchema = z.object({ runId: id, taskId: id.optional() });
+
+/** Every reply is one of these two shapes. */
+export type Reply<T> =
+  { ok: T } | { error: { code: string; message: string; details: Record<string, unknown> } };

@@ -1,0 +1,58 @@
+import type { JetStreamClient, PubAck } from '@nats-io/jetstream';
+import type { Names } from './names.js';
+
+const encoder = new TextEncoder();
+
+/** A dispatch message body (DESIGN.md section 6, step 3); the token travels only here. */
+export interface DispatchBody {
+  runId: string;
+  stepId: string;
+  taskId: string;
+  attempt: number;
+  attemptId: string;
+  token: string;
+  command?: string[];
+  input?: unknown;
+  timeoutMs?: number;
+}
+
+/** Publishes a task to `<prefix>.dispatch.<tag>`; the attempt id dedupes a retried publish. */
+export function publishDispatch(
+  js: JetStreamClient,
+  n: Names,
+  tag: string,
+  body: DispatchBody,
+): Promise<PubAck> {
+  return js.publish(n.subjects.dispatch(tag), encoder.encode(JSON.stringify(body)), {
+    msgID: `dispatch.${body.attemptId}`,
+  });
+}
+
+/** A finalization job (DESIGN.md section 7). */
+export interface FinalizeJob {
+  runId: string;
+  taskId: string;
+  attemptId: string;
+  outputRef: string;
+  outputInline?: string;
+}
+
+/** `fin.<runId>.<taskId>.<attemptId>.<n>`: n = 0, then the number of the operator retry. */
+export const finalizeMsgId = (job: FinalizeJob, round: number): string =>
+  `fin.${job.runId}.${job.taskId}.${job.attemptId}.${round}`;
+
+/** Enqueues a job on `<prefix>.finalize.<runId>.<taskId>`. */
+export function enqueueFinalization(
+  js: JetStreamClient,
+  n: Names,
+  job: FinalizeJob,
+  round = 0,
+): Promise<PubAck> {
+  return js.publish(
+    n.subjects.finalize(job.runId, job.taskId),
+    encoder.encode(JSON.stringify(job)),
+    {
+      msgID: finalizeMsgId(job, round),
+    },
+  );
+}
