@@ -84,7 +84,7 @@ export class ApiService {
       });
     }
     const v = verb as Verb;
-    const handler = this.handlers[v] as Handler<Verb> | undefined;
+    const handler = this.handlers[v];
     if (!handler) {
       throw new SonarError(ErrorCode.Unavailable, `api verb ${verb} is not served here`, { verb });
     }
@@ -96,7 +96,7 @@ export class ApiService {
     }
     const parsed = requestSchemas[v].safeParse(raw);
     if (!parsed.success) throw validationErrorOf(verb, parsed.error);
-    return handler(parsed.data as ParsedRequestOf<Verb>);
+    return handler(parsed.data);
   }
 
   /** Stops taking requests and waits for the ones in flight. */
