@@ -1,0 +1,139 @@
+import { hostname } from 'node:os';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { EventStore } from '../../streams/event-store.js';
+import { names } from '../../streams/names.js';
+import { ensureTopology } from '../../streams/provision.js';
+import type { SonarConfig } from '../config.js';
+import { newId } from '../ids.js';
+import { createLogger } from '../log.js';
+import type { Logger } from '../log.js';
+import { connectNats } from '../nats.js';
+import type { OutputStore } from '../storage/output-store.js';
+import { ApiService } from './api-service.js';
+import type { Handlers } from './api-service.js';
+import type { BackendContext } from './context.js';
+import { EventWriter } from './event-writer.js';
+import { ProjectionLoop } from './projection-loop.js';
+import { Registry } from './registry.js';
+
+/** A long-lived part of the backend (reconciler loop, finalizer pool, http server...). */
+export interface Component {
+  readonly name: string;
+  start(): void | Promise<void>;
+  /** Stops promptly; the backend bounds each stop with a timeout. */
+  stop(): Promise<void>;
+}
+
+export interface BackendParts {
+  handlers: (ctx: BackendContext) => Handlers;
+  components: ((ctx: BackendContext) => Component)[];
+  outputs: (nc: NatsConnection, config: SonarConfig) => Promise<OutputStore>;
+}
+
+export interface BackendOptions {
+  config: SonarConfig;
+  parts: BackendParts;
+  log?: Logger;
+  /** An existing connection (tests); otherwise one is made from the config. */
+  nc?: NatsConnection;
+  nodeId?: string;
+  now?: () => number;
+  /** Each component's stop is bounded by this; a straggler is left, not waited for. */
+  stopTimeoutMs?: number;
+}
+
+/**
+ * One backend process: the API service, the projection loop, and the components (reconciler,
+ * finalizer pool, ...). Any number run side by side; one of them leads the reconciler.
+ */
+export class Backend {
+  private constructor(
+    readonly ctx: BackendContext,
+    private readonly api: ApiService,
+    private readonly components: Component[],
+    private readonly ownsConnection: boolean,
+    private readonly stopTimeoutMs: number,
+  ) {}
+
+  static async start(opts: BackendOptions): Promise<Backend> {
+    const { config } = opts;
+    const nodeId =
+      opts.nodeId ??
+      `${hostname()
+        .replace(/[^A-Za-z0-9_-]/g, '-')
+        .slice(0, 40)}-${newId().slice(-8)}`;
+    const log = (opts.log ?? createLogger({ component: 'backend' })).child({ nodeId });
+    const nc = opts.nc ?? (await connectNats(config, { name: `sonar-backend-${nodeId}` }));
+    const n = names(config.prefix);
+    const jsm = await jetstreamManager(nc);
+    const changes = await ensureTopology(jsm, n, {
+      replicas: config.replicas,
+      pulseTtlMs: config.pulseTtlMs,
+      lockTtlMs: config.lockTtlMs,
+      finalizeLeaseMs: config.finalizeLeaseMs,
+      finalizeMaxDeliver: config.finalizeMaxDeliver,
+    });
+    const changed = changes.filter((c) => c.action !== 'unchanged');
+    if (changed.length > 0) log.info('topology provisioned', { changes: changed });
+    const store = new EventStore(nc, n);
+    const loop = new ProjectionLoop(store, log.child({ component: 'projection' }));
+    const ctx: BackendContext = {
+      config,
+      names: n,
+      nc,
+      js: jetstream(nc),
+      jsm,
+      store,
+      loop,
+      writer: new EventWriter(store, loop),
+      registry: await Registry.open(nc, n),
+      outputs: await opts.parts.outputs(nc, config),
+      log,
+      nodeId,
+      now: opts.now ?? Date.now,
+    };
+    await loop.start();
+    const api = new ApiService(nc, n, opts.parts.handlers(ctx), log.child({ component: 'api' }));
+    const components = opts.parts.components.map((make) => make(ctx));
+    for (const c of components) await c.start();
+    api.start();
+    log.info('backend started', { prefix: n.prefix, seq: loop.position });
+    return new Backend(ctx, api, components, !opts.nc, opts.stopTimeoutMs ?? 5_000);
+  }
+
+  /**
+   * Stops taking requests, then stops the components in reverse order, each bounded by the
+   * stop timeout, so a slow part never holds shutdown past a supervisor's grace period.
+   */
+  async stop(): Promise<void> {
+    const { log } = this.ctx;
+    await bounded(this.api.stop(), this.stopTimeoutMs, () => log.warn('api stop timed out'));
+    for (const c of [...this.components].reverse()) {
+      await bounded(c.stop(), this.stopTimeoutMs, () =>
+        log.warn('component stop timed out', { component: c.name }),
+      );
+    }
+    await bounded(this.ctx.loop.stop(), this.stopTimeoutMs, () =>
+      log.warn('projection stop timed out'),
+    );
+    if (this.ownsConnection) await this.ctx.nc.drain().catch(() => {});
+    log.info('backend stopped');
+  }
+}
+
+async function bounded(p: Promise<unknown>, ms: number, onTimeout: () => void): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<'timeout'>((resolve) => {
+    timer = setTimeout(() => resolve('timeout'), ms);
+  });
+  const result = await Promise.race([
+    p.then(
+      () => 'done' as const,
+      () => 'done' as const,
+    ),
+    timeout,
+  ]);
+  clearTimeout(timer);
+  if (result === 'timeout') onTimeout();
+}
