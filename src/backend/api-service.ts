@@ -84,7 +84,8 @@ export class ApiService {
       });
     }
     const v = verb as Verb;
-    const handler = this.handlers[v];
+    // Each verb's handler takes its own schema's output: the Handlers type checks that.
+    const handler = this.handlers[v] as ((req: unknown) => Promise<unknown>) | undefined;
     if (!handler) {
       throw new SonarError(ErrorCode.Unavailable, `api verb ${verb} is not served here`, { verb });
     }
