@@ -4,11 +4,22 @@ import tseslint from 'typescript-eslint';
 import prettierConfig from 'eslint-config-prettier';
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', 'dist/**', '.sonar/**', 'bin/**', 'scripts/**', 'eslint.config.js'] },
+  {
+    ignores: [
+      'node_modules/**',
+      'dist/**',
+      '.sonar/**',
+      'bin/**',
+      'scripts/**',
+      'eslint.config.js',
+    ],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {
-    languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
+    languageOptions: {
+      parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
+    },
     linterOptions: { reportUnusedDisableDirectives: 'error' },
     rules: {
       '@typescript-eslint/no-floating-promises': 'error',
@@ -17,7 +28,10 @@ export default tseslint.config(
         'error',
         { considerDefaultExhaustiveForUnions: true },
       ],
-      '@typescript-eslint/consistent-type-imports': ['error', { fixStyle: 'separate-type-imports' }],
+      '@typescript-eslint/consistent-type-imports': [
+        'error',
+        { fixStyle: 'separate-type-imports' },
+      ],
       '@typescript-eslint/no-unused-vars': [
         'error',
         { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrorsIgnorePattern: '^_' },
@@ -33,8 +47,14 @@ export default tseslint.config(
         'error',
         {
           patterns: [
-            { group: ['**/src/**', '**/streams/**', '../src/*', '../streams/*'], message: 'actors/ is pure: it must not import src/ or streams/.' },
-            { group: ['@nats-io/*', 'node:*', 'pino', 'minio'], message: 'actors/ is pure: no I/O libraries.' },
+            {
+              group: ['**/src/**', '**/streams/**', '../src/*', '../streams/*'],
+              message: 'actors/ is pure: it must not import src/ or streams/.',
+            },
+            {
+              group: ['@nats-io/*', 'node:*', 'pino', 'minio'],
+              message: 'actors/ is pure: no I/O libraries.',
+            },
           ],
         },
       ],
@@ -42,12 +62,22 @@ export default tseslint.config(
         'error',
         { object: 'Date', property: 'now', message: 'actors/ is pure: take `now` as an input.' },
         { object: 'Math', property: 'random', message: 'actors/ is pure: take ids as inputs.' },
-        { object: 'crypto', property: 'randomUUID', message: 'actors/ is pure: take ids as inputs.' },
+        {
+          object: 'crypto',
+          property: 'randomUUID',
+          message: 'actors/ is pure: take ids as inputs.',
+        },
       ],
       'no-restricted-syntax': [
         'error',
-        { selector: "NewExpression[callee.name='Date'][arguments.length=0]", message: 'actors/ is pure: take `now` as an input.' },
-        { selector: "CallExpression[callee.name=/^(setTimeout|setInterval|setImmediate)$/]", message: 'actors/ is pure: no timers.' },
+        {
+          selector: "NewExpression[callee.name='Date'][arguments.length=0]",
+          message: 'actors/ is pure: take `now` as an input.',
+        },
+        {
+          selector: 'CallExpression[callee.name=/^(setTimeout|setInterval|setImmediate)$/]',
+          message: 'actors/ is pure: no timers.',
+        },
       ],
       'no-restricted-globals': ['error', 'crypto', 'performance', 'process', 'fetch'],
     },
@@ -57,7 +87,11 @@ export default tseslint.config(
     rules: {
       'no-restricted-imports': [
         'error',
-        { patterns: [{ group: ['**/src/**', '../src/*'], message: 'streams/ must not import src/.' }] },
+        {
+          patterns: [
+            { group: ['**/src/**', '../src/*'], message: 'streams/ must not import src/.' },
+          ],
+        },
       ],
     },
   },

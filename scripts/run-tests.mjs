@@ -4,6 +4,8 @@
 // failed test, and so does a vitest run that fails with no failed test (unhandled errors,
 // no test files), so the line never says `0 failed` for a failing run.
 // Extra arguments are passed to vitest: `node scripts/run-tests.mjs --project unit`.
+// With --checks, typecheck and lint run first and count as one test each, so the summary
+// line ends the output even when they fail (CI reads it), and the suite still runs.
 import { spawnSync } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -13,8 +15,28 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const resultsFile = join(root, '.vitest-results.json');
 
 function summarize(passed, failed) {
+  passed += checksPassed;
+  failed += checksFailed;
   process.stdout.write(`${passed} passed, ${failed} failed\n`);
   process.exit(failed > 0 ? 1 : 0);
+}
+
+const args = process.argv.slice(2);
+let checksPassed = 0;
+let checksFailed = 0;
+if (args[0] === '--checks') {
+  args.shift();
+  for (const [name, script] of [
+    ['typecheck', 'typecheck'],
+    ['lint', 'lint'],
+  ]) {
+    const r = spawnSync('npm', ['run', '--silent', script], { cwd: root, stdio: 'inherit' });
+    if (r.status === 0) checksPassed++;
+    else {
+      checksFailed++;
+      process.stderr.write(`sonar: ${name} failed\n`);
+    }
+  }
 }
 
 // A stale report from an earlier run must not stand in for this one.
@@ -28,7 +50,7 @@ const vitest = spawnSync(
     '--reporter=default',
     '--reporter=json',
     '--outputFile=.vitest-results.json',
-    ...process.argv.slice(2),
+    ...args,
   ],
   { cwd: root, stdio: 'inherit' },
 );
