@@ -14,7 +14,7 @@ import { toJsonlLine } from '../streams/jsonl.js';
 import { names } from '../streams/names.js';
 import { ensureTopology } from '../streams/provision.js';
 import { DEFAULT_TOPOLOGY_OPTIONS } from '../streams/topology.js';
-import { startNatsServer } from '../test/helpers/nats-server.js';
+import { startNatsServer } from '../src/dev/nats-server.js';
 
 const AGGREGATES = 1000;
 const ROUNDS = 200; // events per aggregate in the append test (200k events in all)
