@@ -6,6 +6,8 @@ export default defineConfig({
     projects: [
       { test: { name: 'unit', include: ['test/unit/**/*.test.ts'] } },
       { test: { name: 'replay', include: ['test/replay/**/*.test.ts'] } },
+      // The reconciler's deterministic fleet simulation: pure, but seconds long.
+      { test: { name: 'sim', include: ['test/sim/**/*.test.ts'], testTimeout: 120_000 } },
       {
         test: {
           name: 'integration',

@@ -13,3 +13,4 @@ export * from './run/run.events.js';
 export * from './run/run.machine.js';
 export * from './worker/worker.events.js';
 export * from './worker/worker.machine.js';
+export * from './reconciler/index.js';

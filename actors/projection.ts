@@ -8,7 +8,7 @@ import { stepMachine } from './step/step.machine.js';
 import type { StepContext } from './step/step.machine.js';
 import type { StepEvent } from './step/step.events.js';
 import { initialTaskContext, taskMachine } from './task/task.machine.js';
-import type { TaskContext } from './task/task.machine.js';
+import type { TaskContext, TaskState } from './task/task.machine.js';
 import type { TaskEvent } from './task/task.events.js';
 import { createTransitioner } from './transitioner.js';
 import type { ActionNames, Snap } from './transitioner.js';
@@ -38,6 +38,23 @@ export const OPEN_TASK_STATES = [
 export type OpenTaskState = (typeof OPEN_TASK_STATES)[number];
 
 /**
+ * What the reconciler reads about one step instead of walking its tasks, so that a tick costs
+ * what can move, not every task ever created (DESIGN.md section 5).
+ */
+export interface StepIndex {
+  /** The step's tasks by state, terminal states included. */
+  counts: Record<TaskState, number>;
+  /** Each task's position in the step's `stepTasks` list (its `TaskCreated` order). */
+  order: Map<string, number>;
+  /** Pending tasks never published, in `TaskCreated` order (Set insertion order). */
+  fresh: Set<string>;
+  /** Pending tasks back from an attempt (requeued, or a retried failure); sort by `order`. */
+  returned: Set<string>;
+  /** How many Pending tasks name each target tag (for starvation, without a walk). */
+  pendingTags: Map<string, number>;
+}
+
+/**
  * The whole state, folded from events. It is only ever changed by `applyEvent`, which both
  * replay and the live projection loop call: the write path and the replay path share it.
  */
@@ -50,6 +67,15 @@ export interface Projection {
   stepTasks: Map<string, string[]>;
   /** Open tasks by state; terminal tasks are in no set. */
   tasksByState: Record<OpenTaskState, Set<string>>;
+  /** Per-step task counts and Pending queues, keyed `<runId>.<stepId>`. */
+  stepIndex: Map<string, StepIndex>;
+  /**
+   * Steps not finished, or finished with tasks not yet terminal, in `StepCreated` order: the
+   * only steps a reconcile tick looks at.
+   */
+  activeSteps: Set<string>;
+  /** Runs still Running. */
+  activeRuns: Set<string>;
   leader: { nodeId: string; time: string; seq: number } | null;
   /** Stream sequence of the last event applied. */
   lastSeq: number;
@@ -69,6 +95,9 @@ export function createProjection(): Projection {
       Finalizing: new Set(),
       Poisoned: new Set(),
     },
+    stepIndex: new Map(),
+    activeSteps: new Set(),
+    activeRuns: new Set(),
     leader: null,
     lastSeq: 0,
   };
@@ -264,18 +293,91 @@ export function applyDecoded(
     tableOf(p, ref.kind)!.set(ref.key, { snapshot: next!, seq });
   }
   if (ref.kind === 'task') {
+    const spec = (next as TaskSnapshot).context.spec;
+    const stepKey = `${spec.runId}.${spec.stepId}`;
+    const index = stepIndexOf(p, stepKey);
     if (from === null && event.type === 'TaskCreated') {
-      const stepKey = `${event.data.runId}.${event.data.stepId}`;
       const list = p.stepTasks.get(stepKey);
       if (list) list.push(ref.key);
       else p.stepTasks.set(stepKey, [ref.key]);
+      index.order.set(ref.key, list ? list.length - 1 : 0);
     }
     if (from !== to) {
       if (from !== null && isOpen(from)) p.tasksByState[from].delete(ref.key);
       if (isOpen(to)) p.tasksByState[to].add(ref.key);
+      indexTaskMove(index, ref.key, spec.tags, from as TaskState | null, to as TaskState);
+      markStepActivity(p, stepKey, index);
     }
+  } else if (ref.kind === 'step') {
+    markStepActivity(p, ref.key, stepIndexOf(p, ref.key));
+  } else if (ref.kind === 'run') {
+    if (next!.status === 'active') p.activeRuns.add(ref.key);
+    else p.activeRuns.delete(ref.key);
   }
   return { ok: true, ref, event, from, to, actions };
+}
+
+function stepIndexOf(p: Projection, stepKey: string): StepIndex {
+  let index = p.stepIndex.get(stepKey);
+  if (!index) {
+    index = {
+      counts: {
+        Pending: 0,
+        Published: 0,
+        Running: 0,
+        Finalizing: 0,
+        Succeeded: 0,
+        Failed: 0,
+        Dead: 0,
+        Cancelled: 0,
+        Poisoned: 0,
+      },
+      order: new Map(),
+      fresh: new Set(),
+      returned: new Set(),
+      pendingTags: new Map(),
+    };
+    p.stepIndex.set(stepKey, index);
+  }
+  return index;
+}
+
+function indexTaskMove(
+  index: StepIndex,
+  key: string,
+  tags: readonly string[],
+  from: TaskState | null,
+  to: TaskState,
+): void {
+  if (from !== null) index.counts[from]--;
+  index.counts[to]++;
+  if (from === 'Pending') {
+    if (!index.fresh.delete(key)) index.returned.delete(key);
+    for (const tag of tags) {
+      const n = (index.pendingTags.get(tag) ?? 1) - 1;
+      if (n > 0) index.pendingTags.set(tag, n);
+      else index.pendingTags.delete(tag);
+    }
+  }
+  if (to === 'Pending') {
+    // Only TaskCreated enters `fresh`, so its insertion order is the creation order.
+    (from === null ? index.fresh : index.returned).add(key);
+    for (const tag of tags) index.pendingTags.set(tag, (index.pendingTags.get(tag) ?? 0) + 1);
+  }
+}
+
+/**
+ * A step is active while it is unfinished or any of its tasks is not terminal (a Skipped step
+ * whose Pending tasks are still to be cancelled, a Poisoned task retried in a finished step).
+ * Only a created step is listed, so the Set keeps `StepCreated` order for unfinished steps.
+ */
+function markStepActivity(p: Projection, stepKey: string, index: StepIndex): void {
+  const step = p.steps.get(stepKey);
+  if (!step) return;
+  const c = index.counts;
+  const unfinishedTasks = c.Pending + c.Published + c.Running + c.Finalizing + c.Poisoned;
+  if (step.snapshot.status === 'active' || unfinishedTasks > 0) p.activeSteps.add(stepKey);
+  else p.activeSteps.delete(stepKey);
 }
 
 /**

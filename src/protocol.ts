@@ -97,7 +97,11 @@ export const requestSchemas = {
   [Verb.SubmitBegin]: z.strictObject({
     runId: id,
     hash: z.string().min(1).max(128),
-    steps: z.array(stepInRunFile.omit({ tasks: true })).min(1),
+    // Each step with its task count in place of its tasks: `StepCreated` needs the count, and
+    // begin appends the steps (sonar's reading of DESIGN.md's "step without tasks").
+    steps: z
+      .array(stepInRunFile.omit({ tasks: true }).extend({ taskCount: z.number().int().min(0) }))
+      .min(1),
     taskCount: z.number().int().min(0),
   }),
   [Verb.SubmitTasks]: z.strictObject({

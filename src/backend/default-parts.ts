@@ -1,11 +1,15 @@
 import type { BackendParts } from './backend.js';
+import { createOutputStore } from '../storage/create-output-store.js';
+import { finalizerPool } from './finalizer-pool.js';
+import { apiHandlers } from './handlers/index.js';
+import { reconcilerLoop } from './reconciler-loop.js';
 
 /**
  * The parts a `sonar backend` runs. Each issue's component registers itself here:
  * worker/client API handlers, the reconciler loop, the finalizer pool.
  */
 export const defaultParts: BackendParts = {
-  handlers: () => ({}),
-  components: [],
-  outputs: () => Promise.reject(new Error('no output store is wired yet')),
+  handlers: apiHandlers,
+  components: [finalizerPool(), reconcilerLoop()],
+  outputs: createOutputStore,
 };

@@ -53,9 +53,12 @@ export class EventWriter {
       () => this.writeNow(cmd),
     );
     this.locks.set(cmd.subject, next);
-    void next.finally(() => {
+    const release = () => {
       if (this.locks.get(cmd.subject) === next) this.locks.delete(cmd.subject);
-    });
+    };
+    // then(release, release), not finally(): a refused write must not also surface as an
+    // unhandled rejection of the cleanup promise (which would end the process).
+    void next.then(release, release);
     return next;
   }
 

@@ -1,7 +1,13 @@
 import { Command, CommanderError } from 'commander';
+import { registerBackend } from './commands/backend.js';
+import { registerCancel } from './commands/cancel.js';
 import { registerExport } from './commands/export.js';
+import { registerPlan } from './commands/plan.js';
+import { registerPoisoned } from './commands/poisoned.js';
 import { registerReplay } from './commands/replay.js';
+import { registerSubmit } from './commands/submit.js';
 import { registerTail } from './commands/tail.js';
+import { registerWorker } from './commands/worker.js';
 import { reportError } from './output.js';
 
 /** `sonar <verb>` (DESIGN.md section 8): one file per verb under commands/. */
@@ -13,6 +19,12 @@ export function buildProgram(): Command {
   registerReplay(program);
   registerExport(program);
   registerTail(program);
+  registerPoisoned(program);
+  registerBackend(program);
+  registerWorker(program);
+  registerSubmit(program);
+  registerCancel(program);
+  registerPlan(program);
   return program;
 }
 

@@ -1,0 +1,151 @@
+import type { Projection, StepIndex } from '../projection.js';
+import type { PlanConfig } from './config.js';
+import type { CapacityView, Decisions } from './decisions.js';
+import type { Fleet } from './fleet.js';
+import { PendingOrder } from './pending-order.js';
+
+/** A Ready step of a Running run, as placement sees it. */
+export interface ReadyStep {
+  key: string;
+  index: StepIndex;
+  maxConcurrent: number | null;
+  /** Its tasks requeued in this tick: Pending again, and placeable in the same tick. */
+  requeuedNow: string[];
+  /** Its tasks requeued or dead in this tick: out of flight. */
+  recoveredNow: number;
+}
+
+/** Remaining capacity (DESIGN.md section 5); figures may be negative until reported. */
+export interface Capacity {
+  global: number;
+  /** Per tag advertised by an eligible worker. */
+  tags: Map<string, number>;
+  /** Per Ready step with `maxConcurrent`. */
+  steps: Map<string, number>;
+}
+
+/**
+ * Capacity once the tick's requeues and deaths are counted out of flight:
+ * tag = floor(m x slots of eligible workers with the tag) - tasks Published or Running there;
+ * global = floor(m x slots, each worker once) - all tasks Published or Running;
+ * step = maxConcurrent - the step's tasks Published or Running.
+ * Walks only the tasks in flight.
+ */
+export function capacityAfter(
+  p: Projection,
+  fleet: Fleet,
+  recovered: ReadonlySet<string>,
+  steps: readonly ReadyStep[],
+  config: Pick<PlanConfig, 'capacityMultiplier'>,
+): Capacity {
+  const m = config.capacityMultiplier;
+  const tags = new Map<string, number>();
+  for (const [tag, slots] of fleet.tagSlots) tags.set(tag, Math.floor(m * slots));
+  let global = Math.floor(m * fleet.totalSlots);
+  for (const state of ['Published', 'Running'] as const) {
+    for (const key of p.tasksByState[state]) {
+      if (recovered.has(key)) continue;
+      global--;
+      const tag = p.tasks.get(key)!.snapshot.context.tag;
+      const left = tag === null ? undefined : tags.get(tag);
+      if (left !== undefined) tags.set(tag!, left - 1);
+    }
+  }
+  const stepCaps = new Map<string, number>();
+  for (const s of steps) {
+    if (s.maxConcurrent === null) continue;
+    const inFlight = s.index.counts.Published + s.index.counts.Running - s.recoveredNow;
+    stepCaps.set(s.key, s.maxConcurrent - inFlight);
+  }
+  return { global, tags, steps: stepCaps };
+}
+
+/** The reported form: tags in name order, steps in creation order, negatives as 0. */
+export function capacityView(cap: Capacity): CapacityView {
+  const tags: Record<string, number> = {};
+  for (const tag of [...cap.tags.keys()].sort()) tags[tag] = Math.max(0, cap.tags.get(tag)!);
+  const steps: Record<string, number> = {};
+  for (const [key, n] of cap.steps) steps[key] = Math.max(0, n);
+  return { global: Math.max(0, cap.global), tags, steps };
+}
+
+/** The serviceable target tag with the most capacity left; ties go to the first tag by name. */
+function bestTag(targets: readonly string[], tags: ReadonlyMap<string, number>): string | null {
+  let best: string | null = null;
+  let bestLeft = 0;
+  for (const tag of targets) {
+    const left = tags.get(tag);
+    if (left === undefined || left <= 0) continue;
+    if (best === null || left > bestLeft || (left === bestLeft && tag < best)) {
+      best = tag;
+      bestLeft = left;
+    }
+  }
+  return best;
+}
+
+/** Whether any tag a step's Pending tasks name still has capacity (else stop reading it). */
+function anyTagLeft(s: ReadyStep, p: Projection, tags: ReadonlyMap<string, number>): boolean {
+  for (const tag of s.index.pendingTags.keys()) if ((tags.get(tag) ?? 0) > 0) return true;
+  for (const key of s.requeuedNow) {
+    for (const tag of p.tasks.get(key)!.snapshot.context.spec.tags) {
+      if ((tags.get(tag) ?? 0) > 0) return true;
+    }
+  }
+  return false;
+}
+
+/**
+ * Water-fills Pending tasks into capacity (DESIGN.md section 5): turns of a round-robin over
+ * the Ready steps in creation order, each step placing up to `batch` tasks a turn in creation
+ * order, each task to its serviceable target tag with the most capacity left, every placement
+ * charged to tag, global and step capacity. A task not yet due (`retryAt`), or whose target
+ * tags have no capacity left, is passed over for this tick. Runs until no capacity or no
+ * placeable task is left. Consumes `cap`.
+ */
+export function waterFill(
+  p: Projection,
+  steps: readonly ReadyStep[],
+  cap: Capacity,
+  now: number,
+  batch: number,
+): Decisions['publish'] {
+  const out: Decisions['publish'] = [];
+  const queues = steps.map((s) => ({ s, order: new PendingOrder(s.index, s.requeuedNow) }));
+  let open = queues.length;
+  const done = new Array<boolean>(queues.length).fill(false);
+  while (open > 0 && cap.global > 0) {
+    for (let i = 0; i < queues.length && cap.global > 0; i++) {
+      if (done[i]) continue;
+      const { s, order } = queues[i]!;
+      let placed = 0;
+      while (placed < batch && cap.global > 0) {
+        const stepLeft = cap.steps.get(s.key);
+        const key = stepLeft !== undefined && stepLeft <= 0 ? undefined : order.next();
+        if (key === undefined) {
+          done[i] = true;
+          open--;
+          break;
+        }
+        const c = p.tasks.get(key)!.snapshot.context;
+        if (c.retryAt !== null && Date.parse(c.retryAt) > now) continue;
+        const tag = bestTag(c.spec.tags, cap.tags);
+        if (tag === null) {
+          // Capacity only shrinks within a tick: once no tag of the step has any, stop reading it.
+          if (!anyTagLeft(s, p, cap.tags)) {
+            done[i] = true;
+            open--;
+            break;
+          }
+          continue;
+        }
+        out.push({ task: key, tag });
+        cap.tags.set(tag, cap.tags.get(tag)! - 1);
+        cap.global--;
+        if (stepLeft !== undefined) cap.steps.set(s.key, stepLeft - 1);
+        placed++;
+      }
+    }
+  }
+  return out;
+}

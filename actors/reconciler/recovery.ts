@@ -1,0 +1,113 @@
+import type { Projection, TaskSnapshot } from '../projection.js';
+import type { PlanConfig } from './config.js';
+import { reconcilerEvent } from './decisions.js';
+import type { Decisions, ReconcilerEvent, RequeueReason } from './decisions.js';
+import type { Fleet } from './fleet.js';
+
+/** One task the tick takes back from its attempt. */
+export interface Recovery {
+  task: string;
+  /** Dead: the counted recoveries inside the window reached the limit with this one. */
+  dead: boolean;
+  reason: RequeueReason;
+}
+
+/** Time since `iso` at `now`, or -Infinity when unknown (then nothing is old enough). */
+const ageOf = (iso: string | null, now: number): number =>
+  iso === null ? -Infinity : now - Date.parse(iso);
+
+/**
+ * Counted recoveries whose `TaskRequeued` (or `TaskDead`) time is inside the window, i.e.
+ * strictly after `now - window` (DESIGN.md section 5, precise rules).
+ */
+export function recoveriesInWindow(
+  recoveredAt: readonly string[],
+  now: number,
+  windowMs: number,
+): number {
+  const edge = now - windowMs;
+  let n = 0;
+  for (const t of recoveredAt) if (Date.parse(t) > edge) n++;
+  return n;
+}
+
+function orphanReason(
+  p: Projection,
+  task: TaskSnapshot,
+  fleet: Fleet,
+  now: number,
+  config: PlanConfig,
+): RequeueReason | null {
+  const workerId = task.context.workerId;
+  const worker = workerId === null ? undefined : p.workers.get(workerId)?.snapshot;
+  // A supervisor saw the process end: nothing to wait for, whatever the task's age.
+  if (worker?.value === 'Lost' && worker.context.lostReason === 'exited') return 'worker-lost';
+  if (workerId !== null && fleet.live.has(workerId)) return null;
+  // A missing key means the worker is gone only once we have watched the registry for a TTL.
+  if (!config.ageFloorPassed) return null;
+  return ageOf(task.context.since, now) > config.orphanAgeMs ? 'worker-lost' : null;
+}
+
+/**
+ * Rules 1 to 3 of DESIGN.md section 4, over the tasks in flight only (Published, then Running,
+ * each in the order they entered the state): a publish timeout and an orphaned Running task go
+ * back to Pending; a counted (`worker-lost`) recovery that reaches the limit inside the window
+ * goes Dead instead. No fixed command timeout: a task on a live worker is never touched.
+ */
+export function judgeRecoveries(
+  p: Projection,
+  fleet: Fleet,
+  now: number,
+  config: PlanConfig,
+): Recovery[] {
+  const out: Recovery[] = [];
+  for (const key of p.tasksByState.Published) {
+    const task = p.tasks.get(key)!.snapshot;
+    // Not counted: the task may just have waited behind long tasks.
+    if (ageOf(task.context.since, now) > config.publishTimeoutMs) {
+      out.push({ task: key, dead: false, reason: 'publish-timeout' });
+    }
+  }
+  for (const key of p.tasksByState.Running) {
+    const task = p.tasks.get(key)!.snapshot;
+    const reason = orphanReason(p, task, fleet, now, config);
+    if (reason === null) continue;
+    const counted = recoveriesInWindow(task.context.recoveredAt, now, config.recoveryWindowMs) + 1;
+    out.push({ task: key, dead: counted >= config.recoveryLimit, reason });
+  }
+  return out;
+}
+
+/**
+ * The events that carry out a tick's requeues and deaths. `recoveries` counts the counted
+ * recoveries over the task's whole life, this one included (`publish-timeout` adds none).
+ */
+export function recoveryEvents(p: Projection, decisions: Decisions): ReconcilerEvent[] {
+  const out: ReconcilerEvent[] = [];
+  for (const { task: key } of decisions.dead) {
+    const { snapshot, seq } = p.tasks.get(key)!;
+    const recoveries = snapshot.context.recoveries + 1;
+    out.push(
+      reconcilerEvent(
+        { kind: 'task', key },
+        'TaskDead',
+        { reason: 'recovery-limit', recoveries },
+        seq,
+      ),
+    );
+  }
+  for (const { task: key, reason } of decisions.requeue) {
+    const { snapshot, seq } = p.tasks.get(key)!;
+    const c = snapshot.context;
+    const recoveries = c.recoveries + (reason === 'worker-lost' ? 1 : 0);
+    out.push(
+      reconcilerEvent(
+        { kind: 'task', key },
+        'TaskRequeued',
+        { attemptId: c.attemptId!, reason, recoveries },
+        seq,
+      ),
+    );
+  }
+  return out;
+}

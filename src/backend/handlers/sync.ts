@@ -1,0 +1,41 @@
+import { ErrorCode, SonarError } from '../../../actors/errors.js';
+import type { BackendContext } from '../context.js';
+
+/** How long a request waits for this backend's projection to catch up before `unavailable`. */
+const CATCH_UP_TIMEOUT_MS = 5_000;
+
+async function waitForSeq(ctx: BackendContext, seq: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      reject(
+        new SonarError(
+          ErrorCode.Unavailable,
+          `projection is behind: sequence ${seq} not applied after ${CATCH_UP_TIMEOUT_MS} ms`,
+          { seq },
+        ),
+      );
+    }, CATCH_UP_TIMEOUT_MS);
+  });
+  try {
+    await Promise.race([ctx.loop.waitFor(seq), late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * Waits until this backend's projection holds every event of `subject` stored so far.
+ * Why: another backend may have written it a moment ago (the reconciler publishes a task on
+ * one backend and the worker's `start` lands on another), and a request must be judged on
+ * the aggregate as it is, not as this process last saw it. One last-by-subject read.
+ */
+export async function syncSubject(ctx: BackendContext, subject: string): Promise<void> {
+  await waitForSeq(ctx, await ctx.store.lastSeqOf(subject));
+}
+
+/** Waits until the projection holds the whole stream as it stands now (submit, cancel). */
+export async function syncAll(ctx: BackendContext): Promise<void> {
+  const info = await ctx.jsm.streams.info(ctx.names.streams.events);
+  await waitForSeq(ctx, info.state.messages === 0 ? 0 : info.state.last_seq);
+}

@@ -1,0 +1,189 @@
+import { readFile } from 'node:fs/promises';
+import type { Command } from 'commander';
+import type { PlanConfig } from '../../../actors/reconciler/config.js';
+import type { Decisions } from '../../../actors/reconciler/decisions.js';
+import { plan } from '../../../actors/reconciler/plan.js';
+import { replay } from '../../../actors/replay.js';
+import { splitLines } from '../../../streams/jsonl.js';
+import { parseDuration } from '../../duration.js';
+import { registryEntrySchema } from '../../protocol.js';
+import type { RegistryEntry } from '../../protocol.js';
+import { UsageError } from '../output.js';
+
+interface PlanFlags {
+  live: string;
+  now: string;
+  json?: boolean;
+  publishTimeout: string;
+  orphanAge: string;
+  recoveryLimit: string;
+  recoveryWindow: string;
+  capacityMultiplier: string;
+  batch: string;
+  pulseTtl: string;
+}
+
+async function readText(file: string): Promise<string> {
+  try {
+    return await readFile(file, 'utf8');
+  } catch (err: unknown) {
+    throw new UsageError(
+      `cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`,
+    );
+  }
+}
+
+/** `live.json`: an array of registry entries (DESIGN.md section 4); every problem listed. */
+async function readLive(file: string): Promise<RegistryEntry[]> {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(await readText(file));
+  } catch (err: unknown) {
+    if (err instanceof UsageError) throw err;
+    throw new UsageError(`${file} is not JSON: ${(err as Error).message}`);
+  }
+  const parsed = registryEntrySchema.array().safeParse(raw);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map(
+      (i) => `'${i.path.join('.') || '(root)'}' ${i.message}`,
+    );
+    throw new UsageError(`${file} is not an array of registry entries: ${problems.join('; ')}`);
+  }
+  return parsed.data;
+}
+
+function duration(flag: string, value: string): number {
+  try {
+    return parseDuration(value);
+  } catch (err: unknown) {
+    throw new UsageError(`--${flag}: ${(err as Error).message}`);
+  }
+}
+
+function whole(flag: string, value: string): number {
+  if (!/^\d+$/.test(value.trim()) || Number(value) < 1) {
+    throw new UsageError(`--${flag}: ${JSON.stringify(value)} is not a whole number of 1 or more`);
+  }
+  return Number(value);
+}
+
+function positive(flag: string, value: string): number {
+  const n = Number(value);
+  if (value.trim() === '' || !Number.isFinite(n) || n <= 0) {
+    throw new UsageError(`--${flag}: ${JSON.stringify(value)} is not a number above 0 (e.g. 1.5)`);
+  }
+  return n;
+}
+
+function configOf(flags: PlanFlags): PlanConfig {
+  return {
+    publishTimeoutMs: duration('publish-timeout', flags.publishTimeout),
+    orphanAgeMs: duration('orphan-age', flags.orphanAge),
+    recoveryLimit: whole('recovery-limit', flags.recoveryLimit),
+    recoveryWindowMs: duration('recovery-window', flags.recoveryWindow),
+    capacityMultiplier: positive('capacity-multiplier', flags.capacityMultiplier),
+    batch: whole('batch', flags.batch),
+    pulseTtlMs: duration('pulse-ttl', flags.pulseTtl),
+    // A log and a registry snapshot: nothing restarted, the registry is taken as watched.
+    ageFloorPassed: true,
+  };
+}
+
+function section(title: string, lines: string[]): string[] {
+  return lines.length === 0 ? [`${title}: none`] : [`${title} (${lines.length}):`, ...lines];
+}
+
+function summarize(d: Decisions, now: string): string {
+  const tags = Object.entries(d.capacity.tags).map(([t, n]) => `${t} ${n}`);
+  const steps = Object.entries(d.capacity.steps).map(([s, n]) => `${s} ${n}`);
+  const lines = [
+    `plan at ${now}`,
+    `capacity: global ${d.capacity.global}; tags ${tags.join(', ') || 'none'}; steps ${steps.join(', ') || 'none'}`,
+    ...section(
+      'requeue',
+      d.requeue.map((r) => `  ${r.task}  ${r.reason}`),
+    ),
+    ...section(
+      'dead',
+      d.dead.map((r) => `  ${r.task}  recovery-limit`),
+    ),
+    ...section(
+      'publish',
+      d.publish.map((r) => `  ${r.task} -> ${r.tag}`),
+    ),
+    ...section(
+      'starved',
+      d.starved.map((s) => `  ${s}`),
+    ),
+  ];
+  return `${lines.join('\n')}\n`;
+}
+
+/** DESIGN.md section 8's defaults, spelled as an operator writes them (DEFAULT_PLAN_CONFIG). */
+const DEFAULTS = {
+  publishTimeout: '10m',
+  orphanAge: '10m',
+  recoveryLimit: '3',
+  recoveryWindow: '72h',
+  capacityMultiplier: '1',
+  batch: '8',
+  pulseTtl: '15s',
+} as const;
+
+/**
+ * `sonar plan events.jsonl --live live.json --now ISO [--json]` (DESIGN.md section 8): what
+ * the reconciler would decide on one tick, from an event log and a registry snapshot. The age
+ * floor is taken as passed. Every default is a flag.
+ */
+export function registerPlan(program: Command): void {
+  program
+    .command('plan')
+    .description("print one reconcile tick's decisions for an event log and a registry snapshot")
+    .argument('<events>', 'event log, one event per line (`sonar export` writes one)')
+    .requiredOption('--live <file>', 'registry snapshot: a JSON array of registry entries')
+    .requiredOption('--now <time>', 'the clock, ISO-8601 (e.g. 2026-01-01T00:10:00.000Z)')
+    .option('--json', 'print the decisions as JSON (DESIGN.md section 8)')
+    .option(
+      '--publish-timeout <duration>',
+      'requeue a Published task after',
+      DEFAULTS.publishTimeout,
+    )
+    .option(
+      '--orphan-age <duration>',
+      'requeue a Running task of a worker not live after',
+      DEFAULTS.orphanAge,
+    )
+    .option(
+      '--recovery-limit <n>',
+      'counted recoveries in the window that kill a task',
+      DEFAULTS.recoveryLimit,
+    )
+    .option(
+      '--recovery-window <duration>',
+      'window recoveries are counted in',
+      DEFAULTS.recoveryWindow,
+    )
+    .option('--capacity-multiplier <x>', 'capacity = floor(x * slots)', DEFAULTS.capacityMultiplier)
+    .option('--batch <n>', 'tasks a step places per turn', DEFAULTS.batch)
+    .option('--pulse-ttl <duration>', 'a pulse this old is still recent', DEFAULTS.pulseTtl)
+    .action(async (events: string, flags: PlanFlags) => {
+      const now = Date.parse(flags.now);
+      if (Number.isNaN(now)) {
+        throw new UsageError(`--now: ${JSON.stringify(flags.now)} is not an ISO-8601 time`);
+      }
+      const config = configOf(flags);
+      const live = await readLive(flags.live);
+      const { projection, skipped } = replay(splitLines(await readText(events)));
+      if (skipped.length > 0) {
+        process.stderr.write(
+          `warning: ${skipped.length} event line(s) skipped (see sonar replay ${events})\n`,
+        );
+      }
+      const decisions = plan(projection, live, now, config);
+      process.stdout.write(
+        flags.json
+          ? `${JSON.stringify(decisions, null, 2)}\n`
+          : summarize(decisions, new Date(now).toISOString()),
+      );
+    });
+}

@@ -1,0 +1,141 @@
+import { hostname, userInfo } from 'node:os';
+import type { Command } from 'commander';
+import { assertId, isId } from '../../../actors/ids.js';
+import { FailureLog } from '../../backend/finalize-failures.js';
+import { PoisonedAdmin } from '../../backend/poisoned-admin.js';
+import type { PoisonedDetail, PoisonedTask } from '../../backend/poisoned-admin.js';
+import { withConnection } from '../context.js';
+import type { CliContext, ConnectionFlags } from '../context.js';
+import { UsageError, isTty, paint, writeOut } from '../output.js';
+import { withWriteSession } from '../write-session.js';
+
+interface Flags extends ConnectionFlags {
+  json?: boolean;
+}
+
+/** `RUN.TASK` -> the task key, refused (exit 2) unless both ids are valid. */
+export function parseTaskRef(ref: string): string {
+  const parts = ref.split('.');
+  if (parts.length !== 2 || !parts.every(isId)) {
+    throw new UsageError(
+      `task must be RUN.TASK (ids of [A-Za-z0-9_-]{1,64}), got ${JSON.stringify(ref)}`,
+    );
+  }
+  return ref;
+}
+
+/** Who retried, for `TaskFinalizeRetried.by`. */
+function operator(): string {
+  try {
+    return `${userInfo().username}@${hostname()}`;
+  } catch (_err: unknown) {
+    return `operator@${hostname()}`;
+  }
+}
+
+async function withAdmin<T>(flags: Flags, fn: (admin: PoisonedAdmin) => Promise<T>): Promise<T> {
+  return withConnection(flags, (ctx: CliContext) =>
+    withWriteSession(ctx, async ({ loop, writer, jsm }) =>
+      fn(
+        new PoisonedAdmin({
+          names: ctx.names,
+          js: jsm.jetstream(),
+          jsm,
+          loop,
+          writer,
+          failures: await FailureLog.open(ctx.nc, ctx.names),
+        }),
+      ),
+    ),
+  );
+}
+
+const json = (value: unknown): Promise<void> => writeOut(`${JSON.stringify(value, null, 2)}\n`);
+
+function listText(rows: PoisonedTask[]): string {
+  if (rows.length === 0) return 'no poisoned tasks\n';
+  const color = isTty();
+  const width = Math.max(...rows.map((r) => r.task.length));
+  const lines = rows.map(
+    (r) =>
+      `${r.task.padEnd(width)}  attempt ${r.attemptId}  round ${r.round}  ${paint(color, 'red', r.error ?? '')}`,
+  );
+  return `${lines.join('\n')}\n${rows.length} poisoned\n`;
+}
+
+function showText(d: PoisonedDetail): string {
+  const lines = [
+    `task:     ${d.task} (${d.state})`,
+    `step:     ${d.runId}.${d.stepId}`,
+    `attempt:  ${d.attemptId}  (operator retries: ${d.round})`,
+    `output:   ${d.outputRef ?? '-'}${d.outputBytes === null ? '' : ` (${d.outputBytes} bytes)`}`,
+    `error:    ${d.error ?? '-'}`,
+    `errors (${d.errors.length}):`,
+    ...d.errors.map(
+      (e) =>
+        `  ${e.at}  round ${e.round} delivery ${e.delivery}${e.permanent ? ' permanent' : ''}  ${e.error}`,
+    ),
+  ];
+  if (d.poison)
+    lines.push(
+      `poisoned: ${d.poison.poisonedAt} by ${d.poison.by} after ${d.poison.deliveries} deliveries`,
+    );
+  return `${lines.join('\n')}\n`;
+}
+
+/** `sonar poisoned list|show|retry|cancel` (DESIGN.md section 8); tasks named `RUN.TASK`. */
+export function registerPoisoned(program: Command): void {
+  const cmd = program
+    .command('poisoned')
+    .description('inspect, retry or cancel tasks whose finalization was poisoned');
+  const common = (c: Command) =>
+    c
+      .option('--json', 'print JSON')
+      .option('--server <url>', 'NATS server (default: SONAR_NATS_URL)')
+      .option('--prefix <prefix>', 'topology prefix (default: SONAR_PREFIX)');
+
+  common(
+    cmd.command('list').description('list poisoned tasks').option('--run <id>', 'only this run'),
+  ).action(async (flags: Flags & { run?: string }) => {
+    if (flags.run !== undefined) assertId('--run', flags.run);
+    const rows = await withAdmin(flags, (admin) => Promise.resolve(admin.list(flags.run)));
+    await (flags.json ? json({ tasks: rows }) : writeOut(listText(rows)));
+  });
+
+  common(
+    cmd
+      .command('show')
+      .description('error history and output ref of a task')
+      .argument('<task>', 'RUN.TASK'),
+  ).action(async (ref: string, flags: Flags) => {
+    const task = parseTaskRef(ref);
+    const detail = await withAdmin(flags, (admin) => admin.show(task));
+    await (flags.json ? json(detail) : writeOut(showText(detail)));
+  });
+
+  common(
+    cmd
+      .command('retry')
+      .description('finalize a poisoned task again (after fixing the cause)')
+      .argument('<task>', 'RUN.TASK')
+      .option('--by <name>', 'who retries (default: user@host)'),
+  ).action(async (ref: string, flags: Flags & { by?: string }) => {
+    const task = parseTaskRef(ref);
+    const out = await withAdmin(flags, (admin) => admin.retry(task, flags.by ?? operator()));
+    await (flags.json
+      ? json(out)
+      : writeOut(`${out.task} retried (round ${out.round}); step ${out.step ?? '-'}\n`));
+  });
+
+  common(
+    cmd
+      .command('cancel')
+      .description('cancel a poisoned task; its step then fails')
+      .argument('<task>', 'RUN.TASK')
+      .option('--reason <text>', 'why', 'poisoned task cancelled by an operator'),
+  ).action(async (ref: string, flags: Flags & { reason: string }) => {
+    const task = parseTaskRef(ref);
+    const out = await withAdmin(flags, (admin) => admin.cancel(task, flags.reason));
+    await (flags.json ? json(out) : writeOut(`${out.task} cancelled; step ${out.step ?? '-'}\n`));
+  });
+}

@@ -1,0 +1,105 @@
+import type { Command } from 'commander';
+import { loadConfig } from '../../config.js';
+import { createLogger } from '../../log.js';
+import { NonRetryableError } from '../../worker/errors.js';
+import type { TaskHandler } from '../../worker/options.js';
+import { runCommand } from '../../worker/task-runner.js';
+import { createWorker } from '../../worker/worker.js';
+import { UsageError } from '../output.js';
+
+interface WorkerFlags {
+  tags: string;
+  slots: string;
+  spot?: boolean;
+  server?: string;
+  prefix?: string;
+  workerId?: string;
+  drainGrace?: string;
+  spotMargin?: string;
+  imdsUrl?: string;
+  maxOutput?: string;
+}
+
+/**
+ * `sonar worker --tags a,b --slots N [--spot] [-- CMD ARGS...]` (DESIGN.md sections 6 and 8).
+ * With `-- CMD` every task runs that command; without it, each task's own `command`.
+ * SIGTERM or SIGINT drains (a second one releases at once); exit 0 once drained, 1 when the
+ * worker failed (e.g. the backend answered `conflict`: this worker was declared Lost).
+ */
+export function registerWorker(program: Command): void {
+  program
+    .command('worker')
+    .description('run a worker: pull tasks for its tags and run them')
+    .requiredOption('--tags <tags>', 'comma-separated routing tags, e.g. linux,gpu')
+    .option('--slots <n>', 'tasks at once, across all tags', '1')
+    .option('--spot', 'watch for spot interruption notices (default: when IMDS answers)')
+    .option('--no-spot', 'never watch for spot notices')
+    .option('--worker-id <id>', 'worker id (default: <host>-<nuid>); used once')
+    .option('--drain-grace <duration>', 'SONAR_DRAIN_GRACE (default 20s)')
+    .option('--spot-margin <duration>', 'SONAR_SPOT_MARGIN (default 10s)')
+    .option('--imds-url <url>', 'SONAR_IMDS_URL')
+    .option('--max-output <size>', 'SONAR_MAX_OUTPUT (default 64MiB)')
+    .option('--server <url>', 'NATS server (default: SONAR_NATS_URL)')
+    .option('--prefix <prefix>', 'topology prefix (default: SONAR_PREFIX)')
+    .argument('[command...]', 'after `--`: the command to run for every task (argv, no shell)')
+    .action(async (command: string[], flags: WorkerFlags) => {
+      const slots = Number(flags.slots);
+      if (!Number.isInteger(slots) || slots < 1) {
+        throw new UsageError(`--slots: ${JSON.stringify(flags.slots)} is not a whole number >= 1`);
+      }
+      const tags = flags.tags
+        .split(',')
+        .map((t) => t.trim())
+        .filter((t) => t !== '');
+      const config = loadConfig(process.env, {
+        SONAR_NATS_URL: flags.server,
+        SONAR_PREFIX: flags.prefix,
+        SONAR_DRAIN_GRACE: flags.drainGrace,
+        SONAR_SPOT_MARGIN: flags.spotMargin,
+        SONAR_IMDS_URL: flags.imdsUrl,
+        SONAR_MAX_OUTPUT: flags.maxOutput,
+      });
+      const fixed = command.length > 0 ? command : null;
+      const handler: TaskHandler = (input, t) => {
+        const argv = fixed ?? t.command;
+        if (!argv) {
+          throw new NonRetryableError(
+            'the task has no command and this worker was started without `-- CMD`',
+          );
+        }
+        return runCommand(argv, {
+          input,
+          env: { SONAR_RUN_ID: t.runId, SONAR_TASK_ID: t.taskId, SONAR_ATTEMPT_ID: t.attemptId },
+          signal: t.signal,
+          maxOutputBytes: config.maxOutputBytes,
+        });
+      };
+      const worker = createWorker({
+        tags,
+        slots,
+        handler,
+        connection: config,
+        prefix: config.prefix,
+        ...(flags.workerId !== undefined && { workerId: flags.workerId }),
+        drainGraceMs: config.drainGraceMs,
+        spot: flags.spot ?? 'auto',
+        imdsUrl: config.imdsUrl,
+        spotMarginMs: config.spotMarginMs,
+        maxOutputBytes: config.maxOutputBytes,
+        ...(config.s3 && { s3: config.s3 }),
+        log: createLogger(),
+      });
+      const onSignal = (): void => {
+        // First signal drains; a second releases what still runs at once.
+        worker.drain('shutdown').catch(() => {});
+      };
+      process.on('SIGTERM', onSignal);
+      process.on('SIGINT', onSignal);
+      try {
+        await worker.run();
+      } finally {
+        process.off('SIGTERM', onSignal);
+        process.off('SIGINT', onSignal);
+      }
+    });
+}

@@ -1,0 +1,85 @@
+import { Kvm } from '@nats-io/kv';
+import type { KV } from '@nats-io/kv';
+import type { NatsConnection } from '@nats-io/transport-node';
+import type { Names } from '../../streams/names.js';
+import { INLINE_OUTPUT_MAX } from './output-store.js';
+
+/**
+ * One finalized result: the record a sink keeps per task (DESIGN.md section 7), keyed
+ * `<runId>.<taskId>` and stamped with the attempt that produced it.
+ */
+export interface ResultRecord {
+  runId: string;
+  stepId: string;
+  taskId: string;
+  attemptId: string;
+  /** Where the output lives: an output store key, or `inline`. */
+  outputRef: string;
+  /** Decoded size of the output. */
+  bytes: number;
+  /** The step's declared output kind. */
+  kind: 'json' | 'bytes';
+  /** ISO-8601 time the finalizer upserted the record. */
+  finalizedAt: string;
+}
+
+/** What an upsert did. `unchanged`: the sink already held this attempt (a duplicate job). */
+export type UpsertOutcome = 'written' | 'unchanged';
+
+/**
+ * Where finalized results go. The finalizer pool takes one in its options, so a user can send
+ * results to their own database. Implementations must be idempotent per attempt: the same
+ * `(key, attemptId)` upserted twice leaves one record, since a job can run more than once
+ * (a redelivery after a lost ack, a re-enqueue after the dedupe window).
+ */
+export interface ResultsSink {
+  /** Upserts the record under `<runId>.<taskId>`; `output` is the validated output bytes. */
+  upsert(record: ResultRecord, output: Uint8Array): Promise<UpsertOutcome>;
+}
+
+/** The sink key of a task: `<runId>.<taskId>`. */
+export const resultKeyOf = (runId: string, taskId: string): string => `${runId}.${taskId}`;
+
+/** A `sonar_results` value: the record, plus the output itself when it is small. */
+export interface StoredResult extends ResultRecord {
+  /** Parsed output of a `json` step, when at most {@link INLINE_OUTPUT_MAX} bytes. */
+  json?: unknown;
+  /** Base64 output of a `bytes` step, when at most {@link INLINE_OUTPUT_MAX} bytes. */
+  inline?: string;
+}
+
+const decoder = new TextDecoder();
+
+/**
+ * The default sink: the `sonar_results` KV bucket (history 1), one key per task. Small outputs
+ * are copied into the value (a KV value is bounded by the server's max payload); larger ones
+ * stay in the output store and the record points at them by `outputRef`.
+ */
+export class KvResultsSink implements ResultsSink {
+  constructor(readonly kv: KV) {}
+
+  static async open(nc: NatsConnection, n: Names): Promise<KvResultsSink> {
+    return new KvResultsSink(await new Kvm(nc).open(n.buckets.results));
+  }
+
+  async upsert(record: ResultRecord, output: Uint8Array): Promise<UpsertOutcome> {
+    const key = resultKeyOf(record.runId, record.taskId);
+    // Same attempt already there: a duplicate job. Keep the first record (and its time).
+    const existing = await this.get(record.runId, record.taskId);
+    if (existing?.attemptId === record.attemptId) return 'unchanged';
+    const value: StoredResult = { ...record };
+    if (output.byteLength <= INLINE_OUTPUT_MAX) {
+      if (record.kind === 'json') value.json = JSON.parse(decoder.decode(output)) as unknown;
+      else value.inline = Buffer.from(output).toString('base64');
+    }
+    await this.kv.put(key, JSON.stringify(value));
+    return 'written';
+  }
+
+  /** The stored result of a task, or null. */
+  async get(runId: string, taskId: string): Promise<StoredResult | null> {
+    const entry = await this.kv.get(resultKeyOf(runId, taskId));
+    if (!entry || entry.operation !== 'PUT') return null;
+    return entry.json<StoredResult>();
+  }
+}

@@ -1,0 +1,166 @@
+import type { NatsConnection } from '@nats-io/transport-node';
+import type { S3Config } from '../config.js';
+import { parseDuration } from '../duration.js';
+import type { Logger } from '../log.js';
+import { silentLogger } from '../log.js';
+import type { ConnectSettings } from '../nats.js';
+import type { OutputStore } from '../storage/output-store.js';
+
+/** What a task handler is told besides its input. */
+export interface HandlerContext {
+  /**
+   * Fires when the task must stop: its step's `timeoutMs` passed, it was cancelled, or the
+   * worker's drain deadline came. A handler should stop promptly; one that ignores it is
+   * abandoned (its slot freed, its report sent) {@link WorkerOptions.killGraceMs} later.
+   */
+  signal: AbortSignal;
+  runId: string;
+  stepId: string;
+  taskId: string;
+  /** Publishes of this task so far, this one included. */
+  attempt: number;
+  attemptId: string;
+  /** The task's own command, when it has one. */
+  command?: string[];
+}
+
+/**
+ * Runs one task. The resolved value is the output: bytes as they are, a string as UTF-8,
+ * `undefined` as empty, anything else as JSON. A thrown `NonRetryableError` fails the task
+ * for good; any other error is a retryable failure.
+ */
+export type TaskHandler = (input: unknown, ctx: HandlerContext) => unknown;
+
+export type Duration = number | string;
+
+/** Options of `createWorker()`. Durations are milliseconds or strings like `'20s'`. */
+export interface WorkerOptions {
+  /** Routing tags this worker pulls tasks for (`dispatch_<tag>`). */
+  tags: string[];
+  /**
+   * Tasks held at once, pulled or running, across all tags.
+   * @defaultValue 1
+   */
+  slots?: number;
+  handler: TaskHandler;
+  /** An open connection (not closed by the worker); otherwise one is made from `connection`. */
+  nc?: NatsConnection;
+  /**
+   * How to connect when no `nc` is given.
+   * @defaultValue `{ natsUrl: 'nats://127.0.0.1:4222' }`
+   */
+  connection?: ConnectSettings;
+  /**
+   * The topology prefix (`SONAR_PREFIX`).
+   * @defaultValue `sonar`
+   */
+  prefix?: string;
+  /**
+   * This process's worker id; used once (a restarted process must take a new one).
+   * @defaultValue `<host>-<nuid>`
+   */
+  workerId?: string;
+  /**
+   * @defaultValue `os.hostname()`
+   */
+  host?: string;
+  /** The cloud instance id; read from IMDS when spot notices are on and this is unset. */
+  instanceId?: string;
+  /**
+   * `SONAR_DRAIN_GRACE`: how long a drain lets running tasks finish.
+   * @defaultValue `'20s'`
+   */
+  drainGraceMs?: Duration;
+  /**
+   * Watch for spot interruption notices: `true`, `false`, or `'auto'` (on when IMDS answers).
+   * @defaultValue false
+   */
+  spot?: boolean | 'auto';
+  /**
+   * `SONAR_IMDS_URL`.
+   * @defaultValue `http://169.254.169.254`
+   */
+  imdsUrl?: string;
+  /**
+   * `SONAR_SPOT_MARGIN`: a spot drain ends this long before the notice's time.
+   * @defaultValue `'10s'`
+   */
+  spotMarginMs?: Duration;
+  /**
+   * How often the spot notice is polled.
+   * @defaultValue `'5s'`
+   */
+  spotPollMs?: Duration;
+  /**
+   * `SONAR_MAX_OUTPUT`: a larger output fails the task for good.
+   * @defaultValue 64 MiB
+   */
+  maxOutputBytes?: number;
+  /** `SONAR_S3_*`: upload outputs there instead of the `<prefix>_outputs` object store. */
+  s3?: S3Config;
+  /** An output store to use as it is (tests); otherwise one is made from `s3`/`prefix`. */
+  outputs?: OutputStore;
+  /**
+   * One API request's timeout.
+   * @defaultValue 5000
+   */
+  requestTimeoutMs?: number;
+  /**
+   * After an abort, how long a command gets between SIGTERM and SIGKILL, and how long a
+   * handler gets before it is abandoned (this plus one second).
+   * @defaultValue `'5s'`
+   */
+  killGraceMs?: Duration;
+  /**
+   * How long a pull waits for a message before trying the next tag (at least 1 s).
+   * @defaultValue 1000
+   */
+  pullExpiresMs?: number;
+  /**
+   * @defaultValue silent
+   */
+  log?: Logger;
+}
+
+/** {@link WorkerOptions} with every default filled in and durations in ms. */
+export interface ResolvedWorkerOptions extends Required<
+  Omit<WorkerOptions, 'nc' | 'connection' | 's3' | 'outputs' | 'instanceId' | 'workerId' | 'host'>
+> {
+  nc: NatsConnection | undefined;
+  connection: ConnectSettings;
+  s3: S3Config | undefined;
+  outputs: OutputStore | undefined;
+  instanceId: string | undefined;
+  drainGraceMs: number;
+  spotMarginMs: number;
+  spotPollMs: number;
+  killGraceMs: number;
+}
+
+const ms = (value: Duration | undefined, fallback: string): number =>
+  parseDuration(value ?? fallback);
+
+/** Merges defaults and converts durations (STYLE.md C3). */
+export function resolveWorkerOptions(opts: WorkerOptions): ResolvedWorkerOptions {
+  return {
+    tags: opts.tags,
+    slots: opts.slots ?? 1,
+    handler: opts.handler,
+    nc: opts.nc,
+    connection: opts.connection ?? { natsUrl: 'nats://127.0.0.1:4222' },
+    prefix: opts.prefix ?? 'sonar',
+    instanceId: opts.instanceId,
+    drainGraceMs: ms(opts.drainGraceMs, '20s'),
+    spot: opts.spot ?? false,
+    imdsUrl: opts.imdsUrl ?? 'http://169.254.169.254',
+    spotMarginMs: ms(opts.spotMarginMs, '10s'),
+    spotPollMs: ms(opts.spotPollMs, '5s'),
+    maxOutputBytes: opts.maxOutputBytes ?? 64 * 1024 * 1024,
+    s3: opts.s3,
+    outputs: opts.outputs,
+    requestTimeoutMs: opts.requestTimeoutMs ?? 5_000,
+    killGraceMs: ms(opts.killGraceMs, '5s'),
+    pullExpiresMs: Math.max(1_000, opts.pullExpiresMs ?? 1_000),
+    log: opts.log ?? silentLogger,
+  };
+}

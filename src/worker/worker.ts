@@ -1,0 +1,591 @@
+import { hostname } from 'node:os';
+import { jetstream } from '@nats-io/jetstream';
+import type { Consumer, JsMsg } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
+import type { NatsConnection, Subscription } from '@nats-io/transport-node';
+import { ErrorCode, ValidationError } from '../../actors/errors.js';
+import { assertId } from '../../actors/ids.js';
+import { names } from '../../streams/names.js';
+import type { Names } from '../../streams/names.js';
+import { newId } from '../ids.js';
+import { outputSizeProblem } from '../limits.js';
+import type { Logger } from '../log.js';
+import { connectNats } from '../nats.js';
+import { cancelControlSchema, dispatchMessageSchema } from '../protocol.js';
+import type { DispatchMessage, JoinReply, RegistryEntry } from '../protocol.js';
+import { createOutputStore } from '../storage/create-output-store.js';
+import { INLINE_OUTPUT_MAX, outputKey } from '../storage/output-store.js';
+import type { OutputStore } from '../storage/output-store.js';
+import { ApiClient, isApiError } from './api-client.js';
+import { CommandFailedError, IllegalStateError, isNonRetryableError } from './errors.js';
+import { resolveWorkerOptions } from './options.js';
+import type { HandlerContext, ResolvedWorkerOptions, WorkerOptions } from './options.js';
+import { Pulse } from './pulse.js';
+import { Slots } from './slots.js';
+import { ImdsClient, SpotNoticeWatcher } from './spot-notice.js';
+import type { SpotNotice } from './spot-notice.js';
+
+/** The worker's lifecycle (STYLE.md C7): Idle -> Running -> Draining -> Stopped, or Failed. */
+export type WorkerState = 'Idle' | 'Running' | 'Draining' | 'Stopped' | 'Failed';
+
+/** Why a running task was stopped early; each ends in a different report (or none). */
+type StopReason = 'timeout' | 'cancel' | 'release' | 'lost';
+
+interface RunningTask {
+  key: string;
+  dispatch: DispatchMessage;
+  ac: AbortController;
+  why: StopReason | null;
+}
+
+type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
+
+/** A dispatch message that cannot be started now goes back after this delay. */
+const NAK_DELAY_MS = 1_000;
+/** Results and failures are retried this long: giving up leaves the task Running here. */
+const REPORT_RETRY_MS = 5 * 60_000;
+/** Drain, release and leave are retried this long: the reconciler covers a lost one. */
+const GOODBYE_RETRY_MS = 10_000;
+const MAX_ERROR_CHARS = 8 * 1024;
+
+/** The output bytes of a handler's return value (see TaskHandler). */
+function toBytes(value: unknown): Uint8Array {
+  if (value instanceof Uint8Array) return value;
+  if (value === undefined) return new Uint8Array();
+  if (typeof value === 'string') return new TextEncoder().encode(value);
+  return new TextEncoder().encode(JSON.stringify(value));
+}
+
+/**
+ * A Sonar worker (DESIGN.md section 6): joins, pulses, pulls at most `slots` tasks across its
+ * tags, starts, runs and reports each, honours cancels and step timeouts, and drains on
+ * request (SIGTERM in the CLI, or a spot notice): it pulses `active: false`, stops pulling,
+ * lets running tasks finish until the deadline, releases the rest, leaves and deletes its
+ * registry key. A `conflict` answer (this worker is Lost or Left) ends it as Failed.
+ *
+ * Build one with {@link createWorker}; `run()` resolves once it has drained.
+ */
+export class Worker {
+  readonly workerId: string;
+  readonly host: string;
+  /** Resolves when the worker has Stopped; rejects when it Failed. */
+  readonly done: Promise<void>;
+  private readonly opts: ResolvedWorkerOptions;
+  private readonly log: Logger;
+  private _state: WorkerState = 'Idle';
+  private settle!: { resolve: () => void; reject: (err: unknown) => void };
+  private nc: NatsConnection | null = null;
+  private n: Names;
+  private api: ApiClient | null = null;
+  private pulse: Pulse | null = null;
+  private outputs: Promise<OutputStore> | null = null;
+  private cancelSub: Subscription | null = null;
+  private spot: SpotNoticeWatcher | null = null;
+  private instanceId: string | undefined;
+  private readonly slots: Slots;
+  private readonly tasks = new Map<string, RunningTask>();
+  private pullLoops: Promise<void>[] = [];
+  /** Messages between pull and report: the drain waits for these. */
+  private handling = 0;
+  private idleWaiters: (() => void)[] = [];
+  /** False once draining: pulled messages are nak'ed, not started. */
+  private accepting = false;
+  /** True once the drain deadline came: a task that starts now is released at once. */
+  private releasing = false;
+  private releaseTrigger: (() => void) | null = null;
+  /** Aborted when the worker stops or fails: ends retries of its requests. */
+  private readonly lifecycle = new AbortController();
+
+  constructor(options: WorkerOptions) {
+    this.opts = resolveWorkerOptions(options);
+    if (this.opts.tags.length === 0) {
+      throw new ValidationError("'tags' needs at least one tag", [
+        { path: 'tags', message: 'needs at least one tag' },
+      ]);
+    }
+    this.opts.tags.forEach((t, i) => assertId(`tags.${i}`, t));
+    if (!Number.isInteger(this.opts.slots) || this.opts.slots < 1) {
+      const message = `must be a whole number of at least 1, got ${JSON.stringify(this.opts.slots)}`;
+      throw new ValidationError(`'slots' ${message}`, [{ path: 'slots', message }]);
+    }
+    this.host = options.host ?? hostname();
+    const safeHost = this.host.replace(/[^A-Za-z0-9_-]/g, '-').slice(0, 40);
+    this.workerId = options.workerId ?? `${safeHost}-${newId()}`;
+    assertId('workerId', this.workerId);
+    this.instanceId = this.opts.instanceId;
+    this.n = names(this.opts.prefix);
+    this.slots = new Slots(this.opts.slots);
+    this.log = this.opts.log.child({ component: 'worker', workerId: this.workerId });
+    this.done = new Promise<void>((resolve, reject) => {
+      this.settle = { resolve, reject };
+    });
+    // `done` may be awaited by nobody (start() rejects instead): never an unhandled rejection.
+    this.done.catch(() => {});
+  }
+
+  get state(): WorkerState {
+    return this._state;
+  }
+
+  /** Tasks started and not yet reported. */
+  get running(): number {
+    return this.tasks.size;
+  }
+
+  /** Starts, then resolves once drained (rejects when the worker failed). */
+  async run(): Promise<void> {
+    await this.start();
+    await this.done;
+  }
+
+  /**
+   * Joins and starts pulling. Rejects (and the worker is Failed) when the join is refused.
+   * @throws IllegalStateError unless Idle.
+   */
+  async start(): Promise<void> {
+    if (this._state !== 'Idle') throw new IllegalStateError(this._state, 'start');
+    this._state = 'Running';
+    try {
+      await this.open();
+    } catch (err: unknown) {
+      await this.failWith(err);
+      throw err;
+    }
+  }
+
+  private async open(): Promise<void> {
+    const o = this.opts;
+    this.nc = o.nc ?? (await connectNats(o.connection, { name: `sonar-worker-${this.workerId}` }));
+    this.api = new ApiClient(this.nc, this.n, {
+      timeoutMs: o.requestTimeoutMs,
+      log: this.log,
+    });
+    const imds = o.spot === false ? null : new ImdsClient(o.imdsUrl, 1_000);
+    const spotOn = imds !== null && (o.spot === true || (await imds.available()));
+    if (imds && spotOn && this.instanceId === undefined) {
+      this.instanceId =
+        (await imds.get('/latest/meta-data/instance-id').catch(() => null)) ?? undefined;
+    }
+    const reply = await this.api.request<'join', JoinReply>(
+      'join',
+      {
+        workerId: this.workerId,
+        host: this.host.slice(0, 255),
+        ...(this.instanceId !== undefined && { instanceId: this.instanceId }),
+        tags: o.tags,
+        slots: o.slots,
+      },
+      { signal: this.lifecycle.signal },
+    );
+    const kv = await new Kvm(this.nc).open(this.n.buckets.workers);
+    this.pulse = new Pulse(kv, () => this.entry(), reply.pulseIntervalMs, this.log);
+    await this.pulse.start();
+    this.cancelSub = this.nc.subscribe(this.n.subjects.controlCancel, {
+      callback: (err, msg) => {
+        if (!err) this.onCancel(msg.data);
+      },
+    });
+    const js = jetstream(this.nc);
+    const consumers = await Promise.all(
+      o.tags.map((t) =>
+        js.consumers.get(reply.stream, reply.consumers[t] ?? this.n.consumers.dispatch(t)),
+      ),
+    );
+    if (this._state !== 'Running') return; // drained or failed while joining
+    this.accepting = true;
+    this.pullLoops = consumers.map((c) => this.pullLoop(c));
+    if (imds && spotOn) {
+      this.spot = new SpotNoticeWatcher(imds, (n) => this.onSpotNotice(n), o.spotPollMs, this.log);
+      this.spot.start();
+    }
+    this.log.info('worker joined', { tags: o.tags, slots: o.slots, spot: spotOn });
+  }
+
+  private entry(): Omit<RegistryEntry, 'pulseAt'> {
+    return {
+      workerId: this.workerId,
+      host: this.host,
+      ...(this.instanceId !== undefined && { instanceId: this.instanceId }),
+      tags: this.opts.tags,
+      slots: this.opts.slots,
+      active: this._state === 'Running',
+      running: [...this.tasks.keys()],
+    };
+  }
+
+  /** One tag's loop: take a slot, then pull one message for it; never more than `slots`. */
+  private async pullLoop(consumer: Consumer): Promise<void> {
+    while (this.accepting) {
+      await this.slots.acquire();
+      if (!this.accepting) {
+        this.slots.release();
+        break;
+      }
+      let m: JsMsg | null;
+      try {
+        m = await consumer.next({ expires: this.opts.pullExpiresMs });
+      } catch (err: unknown) {
+        this.slots.release();
+        if (!this.accepting) break;
+        this.log.warn('pull failed', { err });
+        await new Promise((r) => setTimeout(r, NAK_DELAY_MS));
+        continue;
+      }
+      if (!m) {
+        this.slots.release();
+        continue;
+      }
+      this.handling++;
+      void this.handleMessage(m).finally(() => {
+        this.slots.release();
+        this.handling--;
+        if (this.handling === 0) for (const w of this.idleWaiters.splice(0)) w();
+      });
+    }
+  }
+
+  private idle(): Promise<void> {
+    if (this.handling === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  private async handleMessage(m: JsMsg): Promise<void> {
+    let raw: unknown;
+    try {
+      raw = m.json();
+    } catch {
+      raw = undefined;
+    }
+    const parsed = dispatchMessageSchema.safeParse(raw);
+    if (!parsed.success) {
+      // No argument: on 2.9 term("reason") is redelivered (NATS-2.9.md).
+      m.term();
+      this.log.warn('dispatch message not understood: terminated', { seq: m.seq });
+      return;
+    }
+    if (!this.accepting) {
+      m.nak();
+      return;
+    }
+    const d = parsed.data;
+    const creds = {
+      runId: d.runId,
+      taskId: d.taskId,
+      attemptId: d.attemptId,
+      token: d.token,
+      workerId: this.workerId,
+    };
+    try {
+      await this.api!.request('start', creds, { signal: this.lifecycle.signal });
+    } catch (err: unknown) {
+      if (isApiError(err, ErrorCode.Conflict)) {
+        m.nak();
+        await this.failWith(err);
+      } else if (isApiError(err)) {
+        // Stale, forged, cancelled...: this message will never be startable.
+        m.term();
+        this.log.warn('task dropped', { runId: d.runId, taskId: d.taskId, err });
+      } else {
+        m.nak(NAK_DELAY_MS);
+        this.log.warn('start not answered: message given back', { taskId: d.taskId, err });
+      }
+      return;
+    }
+    // Ack only once start has answered: until then the message is the task's only trace.
+    await m.ackAck().catch((err: unknown) => this.log.debug('ack not confirmed', { err }));
+    const task: RunningTask = {
+      key: `${d.runId}.${d.taskId}`,
+      dispatch: d,
+      ac: new AbortController(),
+      why: null,
+    };
+    this.tasks.set(task.key, task);
+    try {
+      if (this.releasing) await this.release(task);
+      else await this.report(task, await this.execute(task));
+    } finally {
+      this.tasks.delete(task.key);
+    }
+  }
+
+  /** Runs the handler, bounded by the step's timeout and by abandonment after an abort. */
+  private async execute(task: RunningTask): Promise<Outcome> {
+    const d = task.dispatch;
+    const timer =
+      d.timeoutMs === undefined
+        ? undefined
+        : setTimeout(() => this.stopTask(task, 'timeout'), d.timeoutMs);
+    const ctx: HandlerContext = {
+      signal: task.ac.signal,
+      runId: d.runId,
+      stepId: d.stepId,
+      taskId: d.taskId,
+      attempt: d.attempt,
+      attemptId: d.attemptId,
+      ...(d.command !== undefined && { command: d.command }),
+    };
+    let abandon: NodeJS.Timeout | undefined;
+    const abandoned = new Promise<Outcome>((resolve) => {
+      const onAbort = (): void => {
+        abandon = setTimeout(
+          () =>
+            resolve({ ok: false, error: new Error('the handler did not stop after its abort') }),
+          this.opts.killGraceMs + 1_000,
+        );
+      };
+      if (task.ac.signal.aborted) onAbort();
+      else task.ac.signal.addEventListener('abort', onAbort, { once: true });
+    });
+    try {
+      const run = Promise.resolve()
+        .then(() => this.opts.handler(d.input, ctx))
+        .then(
+          (value): Outcome => ({ ok: true, value }),
+          (error: unknown): Outcome => ({ ok: false, error }),
+        );
+      return await Promise.race([run, abandoned]);
+    } finally {
+      clearTimeout(timer);
+      clearTimeout(abandon);
+    }
+  }
+
+  private stopTask(task: RunningTask, why: StopReason): void {
+    if (task.why !== null) return;
+    task.why = why;
+    task.ac.abort(why);
+  }
+
+  private creds(task: RunningTask) {
+    const d = task.dispatch;
+    return {
+      runId: d.runId,
+      taskId: d.taskId,
+      attemptId: d.attemptId,
+      token: d.token,
+      workerId: this.workerId,
+    };
+  }
+
+  private async report(task: RunningTask, outcome: Outcome): Promise<void> {
+    const d = task.dispatch;
+    switch (task.why) {
+      case 'cancel':
+        this.log.info('task cancelled', { runId: d.runId, taskId: d.taskId });
+        return;
+      case 'release':
+      case 'lost':
+        return;
+      case 'timeout': {
+        const exitCode = outcome.ok ? -1 : exitCodeOf(outcome.error);
+        return this.fail(task, exitCode, `timed out after ${d.timeoutMs} ms`, true);
+      }
+      case null:
+        break;
+    }
+    if (!outcome.ok) {
+      const err = outcome.error;
+      const message = err instanceof Error ? err.message : String(err);
+      const retryable =
+        !isNonRetryableError(err) && !(err instanceof CommandFailedError && !err.retryable);
+      return this.fail(task, exitCodeOf(err), message, retryable);
+    }
+    const bytes = toBytes(outcome.value);
+    const tooBig = outputSizeProblem(bytes.byteLength, this.opts.maxOutputBytes);
+    if (tooBig !== null) return this.fail(task, -1, `output ${tooBig}`, false);
+    let output: { inline: string; bytes: number } | { ref: string; bytes: number };
+    if (bytes.byteLength <= INLINE_OUTPUT_MAX) {
+      output = { inline: Buffer.from(bytes).toString('base64'), bytes: bytes.byteLength };
+    } else {
+      try {
+        this.outputs ??= this.opts.outputs
+          ? Promise.resolve(this.opts.outputs)
+          : createOutputStore(this.nc!, {
+              prefix: this.opts.prefix,
+              maxOutputBytes: this.opts.maxOutputBytes,
+              ...(this.opts.s3 && { s3: this.opts.s3 }),
+            });
+        const ref = await (
+          await this.outputs
+        ).put(outputKey(d.runId, d.taskId, d.attemptId), bytes);
+        output = { ref, bytes: bytes.byteLength };
+      } catch (err: unknown) {
+        this.outputs = null;
+        const why = err instanceof Error ? err.message : String(err);
+        return this.fail(task, -1, `output upload failed: ${why}`, true);
+      }
+    }
+    await this.send('result', { ...this.creds(task), output }, REPORT_RETRY_MS);
+  }
+
+  private fail(task: RunningTask, exitCode: number, error: string, retryable: boolean) {
+    return this.send(
+      'fail',
+      { ...this.creds(task), exitCode, error: error.slice(-MAX_ERROR_CHARS), retryable },
+      REPORT_RETRY_MS,
+    );
+  }
+
+  private release(task: RunningTask): Promise<void> {
+    this.stopTask(task, 'release');
+    return this.send('release', this.creds(task), GOODBYE_RETRY_MS);
+  }
+
+  /** Sends a report; a refusal is logged (the task moved on), `conflict` fails the worker. */
+  private async send(
+    verb: 'result' | 'fail' | 'release',
+    body: Parameters<ApiClient['request']>[1],
+    retryForMs: number,
+  ): Promise<void> {
+    const b = body as { runId: string; taskId: string };
+    try {
+      await this.api!.request(verb, body as never, { retryForMs, signal: this.lifecycle.signal });
+      this.log.debug(`task ${verb} sent`, { runId: b.runId, taskId: b.taskId });
+    } catch (err: unknown) {
+      if (isApiError(err, ErrorCode.Conflict)) await this.failWith(err);
+      else
+        this.log.warn(`${verb} refused or unanswered`, { runId: b.runId, taskId: b.taskId, err });
+    }
+  }
+
+  private onCancel(data: Uint8Array): void {
+    let raw: unknown;
+    try {
+      raw = JSON.parse(new TextDecoder().decode(data));
+    } catch {
+      return;
+    }
+    const c = cancelControlSchema.safeParse(raw);
+    if (!c.success) return;
+    for (const task of this.tasks.values()) {
+      const d = task.dispatch;
+      if (d.runId === c.data.runId && (c.data.taskId === undefined || c.data.taskId === d.taskId)) {
+        this.stopTask(task, 'cancel');
+      }
+    }
+  }
+
+  private onSpotNotice(notice: SpotNotice): void {
+    const deadline = new Date(Date.parse(notice.time) - this.opts.spotMarginMs);
+    this.log.warn('spot interruption notice', { action: notice.action, time: notice.time });
+    if (this._state === 'Running') void this.drain('spot-interruption', deadline);
+  }
+
+  /**
+   * Drains: pulse `active: false`, stop pulling, tell the backend, let running tasks finish
+   * until `deadline` (default: now + drain grace), release the rest, leave, delete the
+   * registry key. A second call while draining releases at once. Resolves once Stopped.
+   *
+   * @throws IllegalStateError when the worker already stopped or failed.
+   */
+  drain(reason: 'shutdown' | 'spot-interruption' = 'shutdown', deadline?: Date): Promise<void> {
+    switch (this._state) {
+      case 'Draining':
+        this.releaseNow();
+        return this.done;
+      case 'Idle':
+        this._state = 'Stopped';
+        this.settle.resolve();
+        return this.done;
+      case 'Running':
+        break;
+      case 'Stopped':
+      case 'Failed':
+        return Promise.reject(new IllegalStateError(this._state, 'drain'));
+    }
+    this._state = 'Draining';
+    const at = deadline ?? new Date(Date.now() + this.opts.drainGraceMs);
+    void this.drainUntil(reason, at).catch((err: unknown) => this.failWith(err));
+    return this.done;
+  }
+
+  /** Ends the drain's wait now: what still runs is released. */
+  releaseNow(): void {
+    this.releasing = true;
+    this.releaseTrigger?.();
+  }
+
+  private async drainUntil(reason: 'shutdown' | 'spot-interruption', at: Date): Promise<void> {
+    this.accepting = false;
+    this.spot?.stop();
+    this.log.info('worker draining', { reason, deadline: at.toISOString() });
+    await this.pulse?.beat().catch((err: unknown) => this.log.warn('pulse failed', { err }));
+    try {
+      await this.api?.request(
+        'drain',
+        { workerId: this.workerId, reason, deadline: at.toISOString() },
+        { retryForMs: Math.min(GOODBYE_RETRY_MS, Math.max(0, at.getTime() - Date.now())) },
+      );
+    } catch (err: unknown) {
+      if (isApiError(err, ErrorCode.Conflict)) return this.failWith(err);
+      this.log.warn('drain not recorded', { err });
+    }
+    let timer: NodeJS.Timeout | undefined;
+    const deadlineCame = new Promise<void>((resolve) => {
+      this.releaseTrigger = resolve;
+      timer = setTimeout(resolve, Math.max(0, at.getTime() - Date.now()));
+      if (this.releasing) resolve();
+    });
+    await Promise.race([this.idle(), deadlineCame]);
+    clearTimeout(timer);
+    if (this.handling > 0) {
+      this.releasing = true;
+      const left = [...this.tasks.values()];
+      this.log.info('drain deadline: releasing tasks', { count: left.length });
+      await Promise.all(left.map((t) => this.release(t)));
+    }
+    await this.idle();
+    await Promise.all(this.pullLoops);
+    if (this._state !== 'Draining') return; // failed meanwhile
+    try {
+      await this.api?.request(
+        'leave',
+        { workerId: this.workerId },
+        { retryForMs: GOODBYE_RETRY_MS },
+      );
+    } catch (err: unknown) {
+      this.log.warn('leave not recorded', { err });
+    }
+    await this.pulse
+      ?.remove()
+      .catch((err: unknown) => this.log.warn('registry key not deleted', { err }));
+    await this.close();
+    this._state = 'Stopped';
+    this.log.info('worker stopped');
+    this.settle.resolve();
+  }
+
+  /** Ends the worker as Failed: tasks are abandoned unreported, the reconciler recovers them. */
+  private async failWith(err: unknown): Promise<void> {
+    if (this._state === 'Stopped' || this._state === 'Failed') return;
+    this._state = 'Failed';
+    this.accepting = false;
+    this.releasing = true;
+    this.releaseTrigger?.();
+    this.log.error('worker failed', { err });
+    for (const t of this.tasks.values()) this.stopTask(t, 'lost');
+    this.spot?.stop();
+    await this.pulse?.remove().catch(() => {});
+    await this.close();
+    this.settle.reject(err);
+  }
+
+  private async close(): Promise<void> {
+    this.lifecycle.abort();
+    this.cancelSub?.unsubscribe();
+    this.cancelSub = null;
+    if (!this.opts.nc && this.nc) await this.nc.drain().catch(() => {});
+  }
+}
+
+function exitCodeOf(err: unknown): number {
+  return err instanceof CommandFailedError ? err.exitCode : -1;
+}
+
+/**
+ * Creates a worker (not started): `await createWorker({ tags, slots, handler }).run()`.
+ * The handler gets the task input and `{ signal, runId, taskId, attemptId, ... }`.
+ */
+export function createWorker(options: WorkerOptions): Worker {
+  return new Worker(options);
+}

@@ -1,0 +1,116 @@
+/**
+ * Fixtures for the reconciler's integration tests (issue 4): a backend that runs only the
+ * reconciler loop (no API handlers, no finalizers), short timings, events appended by hand,
+ * and registry entries put into `sonar_workers` by hand (no worker processes).
+ */
+import { Kvm } from '@nats-io/kv';
+import type { KV } from '@nats-io/kv';
+import type { NatsConnection } from '@nats-io/transport-node';
+import type { SonarEvent } from '../../actors/events.js';
+import type { EventRecord } from '../../actors/projection.js';
+import { Backend } from '../../src/backend/backend.js';
+import type { BackendContext } from '../../src/backend/context.js';
+import { ReconcilerLoop } from '../../src/backend/reconciler-loop.js';
+import type { ReconcilerLoopOptions } from '../../src/backend/reconciler-loop.js';
+import { loadConfig } from '../../src/config.js';
+import { silentLogger } from '../../src/log.js';
+import type { Logger } from '../../src/log.js';
+import type { OutputStore } from '../../src/storage/output-store.js';
+
+/** Seconds, not minutes: every judgement of DESIGN.md section 4 happens within a test. */
+export const FAST_ENV = {
+  SONAR_TICK: '200ms',
+  SONAR_LOCK_TTL: '1s',
+  SONAR_PULSE_INTERVAL: '300ms',
+  SONAR_PULSE_TTL: '1s',
+  SONAR_ORPHAN_AGE: '1500ms',
+  SONAR_PUBLISH_TIMEOUT: '1500ms',
+  SONAR_FINALIZE_LEASE: '1s',
+} as const;
+
+export interface ReconcilerBackend {
+  backend: Backend;
+  ctx: BackendContext;
+  reconciler: ReconcilerLoop;
+  /** Appends an event through the backend's EventWriter (judged by the machine). */
+  append(subject: string, event: SonarEvent): Promise<number>;
+  stop(): Promise<void>;
+}
+
+/** A backend on `nc` and `prefix` whose one component is a ReconcilerLoop. */
+export async function startReconcilerBackend(
+  url: string,
+  nc: NatsConnection,
+  prefix: string,
+  opts: {
+    env?: Record<string, string>;
+    nodeId?: string;
+    loop?: ReconcilerLoopOptions;
+    log?: Logger;
+  } = {},
+): Promise<ReconcilerBackend> {
+  const config = loadConfig({
+    SONAR_NATS_URL: url,
+    SONAR_PREFIX: prefix,
+    ...FAST_ENV,
+    ...opts.env,
+  });
+  let reconciler: ReconcilerLoop | undefined;
+  const backend = await Backend.start({
+    config,
+    nc,
+    log: opts.log ?? silentLogger,
+    ...(opts.nodeId !== undefined && { nodeId: opts.nodeId }),
+    stopTimeoutMs: 2_000,
+    parts: {
+      handlers: () => ({}),
+      components: [(ctx) => (reconciler = new ReconcilerLoop(ctx, opts.loop))],
+      outputs: () => Promise.resolve({} as OutputStore),
+    },
+  });
+  const ctx = backend.ctx;
+  return {
+    backend,
+    ctx,
+    reconciler: reconciler!,
+    append: async (subject, event) =>
+      (await ctx.writer.write({ subject, type: event.type, data: event.data })).seq,
+    stop: () => backend.stop(),
+  };
+}
+
+/** `sonar_workers` of `prefix`, to put registry entries by hand. */
+export async function workersBucket(nc: NatsConnection, prefix: string): Promise<KV> {
+  return new Kvm(nc).open(`${prefix}_workers`);
+}
+
+/** Puts a registry entry (DESIGN.md section 4) as a worker's pulse would. */
+export async function pulse(
+  kv: KV,
+  workerId: string,
+  over: Partial<{ tags: string[]; slots: number; active: boolean; running: string[] }> = {},
+): Promise<void> {
+  await kv.put(
+    workerId,
+    JSON.stringify({
+      workerId,
+      host: 'test',
+      tags: ['linux'],
+      slots: 2,
+      active: true,
+      pulseAt: new Date().toISOString(),
+      running: [],
+      ...over,
+    }),
+  );
+}
+
+/** Every stored event of `subject` (a wildcard is fine) of the given types. */
+export async function eventsOfType(
+  ctx: BackendContext,
+  subject: string,
+  ...types: string[]
+): Promise<EventRecord[]> {
+  const all = await ctx.store.readAggregate(subject);
+  return all.filter((r) => types.includes(String(r.type)));
+}

@@ -1,0 +1,194 @@
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Names } from '../../streams/names.js';
+import { FailureLog } from '../../src/backend/finalize-failures.js';
+import type { PoisonRecord } from '../../src/backend/poison.js';
+import { KvResultsSink } from '../../src/storage/results-sink.js';
+import { eventually } from '../helpers/eventually.js';
+import { startPoolBackend } from '../helpers/finalize-backend.js';
+import type { PoolBackend } from '../helpers/finalize-backend.js';
+import {
+  InstrumentedSink,
+  countIn,
+  enqueueAll,
+  openWriter,
+  seedFinalizing,
+  stateOf,
+  taskIds,
+} from '../helpers/finalize-fixtures.js';
+import type { TestWriter } from '../helpers/finalize-fixtures.js';
+import { startNatsServer } from '../helpers/nats-server.js';
+import type { NatsServer } from '../helpers/nats-server.js';
+import { freshTopology } from '../helpers/topology.js';
+
+let server: NatsServer;
+let nc: NatsConnection;
+
+beforeAll(async () => {
+  server = await startNatsServer();
+  nc = await connect({ servers: server.url });
+});
+
+afterAll(async () => {
+  await nc?.close();
+  await server?.stop();
+});
+
+async function streamMessages(stream: string): Promise<number> {
+  const jsm = await jetstreamManager(nc);
+  return (await jsm.streams.info(stream)).state.messages;
+}
+
+async function lastPoison(n: Names, runId: string, taskId: string): Promise<PoisonRecord> {
+  const jsm = await jetstreamManager(nc);
+  const m = await jsm.streams.getMessage(n.streams.poison, {
+    last_by_subj: n.subjects.poison(runId, taskId),
+  });
+  return m!.json<PoisonRecord>();
+}
+
+describe('finalizer retries', () => {
+  let w: TestWriter | undefined;
+  let b: PoolBackend | undefined;
+
+  const cleanup = async () => {
+    await b?.stop();
+    await w?.stop();
+    b = undefined;
+    w = undefined;
+  };
+
+  it('a flaky sink (fails twice, then works) finalizes the job after the backoff', async () => {
+    try {
+      const n = await freshTopology(nc, { finalizeLeaseMs: 2_000 });
+      w = await openWriter(nc, n);
+      const sink = new InstrumentedSink(await KvResultsSink.open(nc, n));
+      sink.failWhen = (_r, calls) => calls <= 2;
+      b = await startPoolBackend(nc, server.url, n, { sink, backoffBase: 250 });
+      const jobs = await seedFinalizing(w.writer, n, { runId: 'r1', taskIds: ['t1'] });
+      await enqueueAll(nc, n, jobs);
+      await eventually(() => stateOf(w!.loop, 'r1', 't1') === 'Succeeded');
+      const at = sink.callsFor('r1.t1').map((c) => c.at);
+      expect(at).toHaveLength(3);
+      const gaps = [at[1]! - at[0]!, at[2]! - at[1]!].map(Math.round);
+      console.log(
+        `flaky sink: attempts at +0, +${gaps[0]} ms, +${gaps[0]! + gaps[1]!} ms (base 250 ms)`,
+      );
+      // 1 x base, then 2 x base (a little early is the server's timer granularity).
+      expect(gaps[0]).toBeGreaterThanOrEqual(240);
+      expect(gaps[1]).toBeGreaterThanOrEqual(490);
+      expect(gaps[1]).toBeGreaterThan(gaps[0]! * 1.5);
+      const history = await (await FailureLog.open(nc, n)).history('r1', 't1', 'a1');
+      expect(history.map((f) => f.delivery)).toEqual([1, 2]);
+      expect(history.every((f) => /sink refused/.test(f.error) && !f.permanent)).toBe(true);
+    } finally {
+      await cleanup();
+    }
+  });
+
+  it('an always-failing job is poisoned after max_deliver, with its error history', async () => {
+    try {
+      const n = await freshTopology(nc, { finalizeLeaseMs: 2_000 });
+      w = await openWriter(nc, n);
+      const sink = new InstrumentedSink(null);
+      sink.failWhen = () => true;
+      b = await startPoolBackend(nc, server.url, n, { sink, backoffBase: 50, backoffCap: 400 });
+      const jobs = await seedFinalizing(w.writer, n, { runId: 'r1', taskIds: ['t1'] });
+      await enqueueAll(nc, n, jobs);
+      await eventually(() => stateOf(w!.loop, 'r1', 't1') === 'Poisoned');
+      expect(sink.callsFor('r1.t1')).toHaveLength(6);
+      const events = await w.store.readAggregate(n.subjects.task('r1', 't1'));
+      expect(events.at(-1)).toMatchObject({
+        type: 'TaskPoisoned',
+        data: { attemptId: 'a1', deliveries: 6, error: 'sink refused r1.t1' },
+      });
+      const record = await lastPoison(n, 'r1', 't1');
+      expect(record.job).toMatchObject({ runId: 'r1', taskId: 't1', attemptId: 'a1' });
+      expect(record.errors.map((e) => e.delivery)).toEqual([1, 2, 3, 4, 5, 6]);
+      await eventually(async () => (await streamMessages(n.streams.finalize)) === 0);
+    } finally {
+      await cleanup();
+    }
+  });
+
+  it('while 100 poison jobs retry, good jobs flow at their normal rate', async () => {
+    try {
+      const n = await freshTopology(nc, { finalizeLeaseMs: 2_000 });
+      w = await openWriter(nc, n);
+      const sink = new InstrumentedSink(await KvResultsSink.open(nc, n));
+      sink.failWhen = (r) => r.taskId.startsWith('bad');
+      b = await startPoolBackend(nc, server.url, n, { sink, backoffBase: 200 });
+      const good = 1_000;
+      const rate = async (runId: string, withPoison: boolean): Promise<number> => {
+        const ids = taskIds(good, 'g');
+        const goodJobs = await seedFinalizing(w!.writer, n, { runId, taskIds: ids });
+        if (withPoison) {
+          const bad = await seedFinalizing(w!.writer, n, {
+            runId: `${runId}bad`,
+            taskIds: taskIds(100, 'bad'),
+          });
+          await enqueueAll(nc, n, bad);
+          // Every poison job has failed once and waits out its delay, holding no lane.
+          await eventually(
+            () =>
+              new Set(sink.calls.filter((c) => c.key.includes('.bad')).map((c) => c.key)).size ===
+              100,
+          );
+        }
+        const started = performance.now();
+        await enqueueAll(nc, n, goodJobs);
+        await eventually(() => countIn(w!.loop, runId, 'Succeeded') === good, {
+          timeoutMs: 30_000,
+        });
+        return good / ((performance.now() - started) / 1000);
+      };
+      const alone = await rate('alone', false);
+      const beside = await rate('beside', true);
+      const badStillRetrying = countIn(w.loop, 'besidebad', 'Finalizing');
+      console.log(
+        `good jobs/s: alone ${alone.toFixed(0)}, beside 100 retrying poison jobs ${beside.toFixed(0)} ` +
+          `(${((beside / alone) * 100).toFixed(0)}%); poison jobs still retrying at the end: ${badStillRetrying}`,
+      );
+      expect(badStillRetrying).toBe(100);
+      expect(beside).toBeGreaterThan(alone * 0.5);
+    } finally {
+      await cleanup();
+    }
+  });
+
+  it('a job that ran out of deliveries while no backend was up is poisoned from the captured advisory', async () => {
+    try {
+      const n = await freshTopology(nc, { finalizeLeaseMs: 1_000, finalizeMaxDeliver: 2 });
+      w = await openWriter(nc, n);
+      const jobs = await seedFinalizing(w.writer, n, { runId: 'r1', taskIds: ['t1'] });
+      await enqueueAll(nc, n, jobs);
+      // A finalizer takes the job twice and dies each time (its lease runs out unacked).
+      const consumer = await jetstream(nc).consumers.get(n.streams.finalize, n.consumers.finalizer);
+      for (let i = 1; i <= 2; i++) {
+        const m = await eventually(async () => (await consumer.next({ expires: 1_000 })) ?? false);
+        expect(m.info.deliveryCount).toBe(i);
+      }
+      // The next pull finds nothing to deliver: the server gives up on the job and says so
+      // once; the advisories stream keeps it while no backend is up.
+      await eventually(async () => {
+        await consumer.next({ expires: 1_000 });
+        return (await streamMessages(n.streams.advisories)) === 1;
+      });
+      expect(await streamMessages(n.streams.finalize)).toBe(1);
+      b = await startPoolBackend(nc, server.url, n, {
+        sink: new InstrumentedSink(null),
+        env: { SONAR_FINALIZE_LEASE: '1s', SONAR_FINALIZE_MAX_DELIVER: '2' },
+      });
+      await eventually(() => stateOf(w!.loop, 'r1', 't1') === 'Poisoned');
+      const events = await w.store.readAggregate(n.subjects.task('r1', 't1'));
+      expect(events.at(-1)).toMatchObject({ type: 'TaskPoisoned', data: { deliveries: 2 } });
+      await eventually(async () => (await streamMessages(n.streams.finalize)) === 0);
+      await eventually(async () => (await streamMessages(n.streams.advisories)) === 0);
+      expect((await lastPoison(n, 'r1', 't1')).job.taskId).toBe('t1');
+    } finally {
+      await cleanup();
+    }
+  });
+});

@@ -1,0 +1,139 @@
+import { describe, it, expect, beforeAll, afterAll } from 'vitest';
+import { execFile } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import {
+  at,
+  jsonl,
+  line,
+  runSubmitted,
+  stepCreated,
+  subject,
+  taskCreated,
+  taskPublished,
+  taskStarted,
+  workerJoined,
+} from '../helpers/event-builders.js';
+import { entry } from '../helpers/reconciler-world.js';
+import { SONAR_BIN } from '../helpers/worker-fixtures.js';
+
+const run = promisify(execFile);
+let dir: string;
+
+/** `sonar plan` with the given arguments; resolves with stdout, stderr and the exit code. */
+async function sonarPlan(...args: string[]) {
+  try {
+    const { stdout, stderr } = await run(process.execPath, [SONAR_BIN, 'plan', ...args]);
+    return { stdout, stderr, code: 0 };
+  } catch (err: unknown) {
+    const e = err as { stdout: string; stderr: string; code: number };
+    return { stdout: e.stdout, stderr: e.stderr, code: e.code };
+  }
+}
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'sonar-plan-'));
+  // r1.s1: t0 Running on w-gone (no key), t1 Published 11 min ago, t2 and t3 Pending.
+  const events = [
+    line(1, subject.worker('w-gone'), workerJoined({ workerId: 'w-gone' })),
+    line(2, subject.step('r1', 's1'), stepCreated({ taskCount: 4 })),
+    ...[0, 1, 2, 3].map((i) =>
+      line(3 + i, subject.task('r1', `t${i}`), taskCreated({ taskId: `t${i}` })),
+    ),
+    line(7, subject.run('r1'), runSubmitted({ taskCount: 4 })),
+    line(8, subject.task('r1', 't0'), taskPublished({ attemptId: 'a0' })),
+    line(9, subject.task('r1', 't0'), taskStarted({ attemptId: 'a0', workerId: 'w-gone' })),
+    line(10, subject.task('r1', 't1'), taskPublished({ attemptId: 'a1' })),
+  ];
+  await writeFile(join(dir, 'events.jsonl'), `${jsonl(events).join('\n')}\n`);
+  await writeFile(
+    join(dir, 'live.json'),
+    JSON.stringify([entry('w1', { slots: 3, pulseAt: at(11 * 60) })]),
+  );
+});
+
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+describe('sonar plan', () => {
+  it('prints the decisions as JSON in the DESIGN.md section 8 format', async () => {
+    const { stdout, code } = await sonarPlan(
+      join(dir, 'events.jsonl'),
+      '--live',
+      join(dir, 'live.json'),
+      '--now',
+      at(11 * 60),
+      '--json',
+    );
+    expect(code).toBe(0);
+    expect(JSON.parse(stdout)).toEqual({
+      requeue: [
+        { task: 'r1.t1', reason: 'publish-timeout' },
+        { task: 'r1.t0', reason: 'worker-lost' },
+      ],
+      dead: [],
+      publish: [
+        { task: 'r1.t0', tag: 'linux' },
+        { task: 'r1.t1', tag: 'linux' },
+        { task: 'r1.t2', tag: 'linux' },
+      ],
+      starved: [],
+      capacity: { global: 3, tags: { linux: 3 }, steps: {} },
+    });
+  });
+
+  it('takes every default as a flag, and prints a summary without --json', async () => {
+    const { stdout, code } = await sonarPlan(
+      join(dir, 'events.jsonl'),
+      '--live',
+      join(dir, 'live.json'),
+      '--now',
+      at(11 * 60),
+      '--publish-timeout',
+      '1h',
+      '--orphan-age',
+      '1h',
+      '--recovery-limit',
+      '1',
+      '--recovery-window',
+      '72h',
+      '--capacity-multiplier',
+      '0.5',
+      '--batch',
+      '1',
+      '--pulse-ttl',
+      '15s',
+    );
+    expect(code).toBe(0);
+    expect(stdout).toContain('capacity: global 0; tags linux 0; steps none');
+    expect(stdout).toContain('requeue: none');
+    expect(stdout).toContain('publish: none');
+  });
+
+  it('refuses a bad flag or a bad live.json with exit 2', async () => {
+    const bad = await sonarPlan(
+      join(dir, 'events.jsonl'),
+      '--live',
+      join(dir, 'live.json'),
+      '--now',
+      'soon',
+    );
+    expect(bad).toMatchObject({
+      code: 2,
+      stderr: 'sonar: --now: "soon" is not an ISO-8601 time\n',
+    });
+    await writeFile(join(dir, 'bad.json'), '[{"workerId":"w1"}]');
+    const live = await sonarPlan(
+      join(dir, 'events.jsonl'),
+      '--live',
+      join(dir, 'bad.json'),
+      '--now',
+      at(0),
+    );
+    expect(live.code).toBe(2);
+    expect(live.stderr).toMatch(/is not an array of registry entries: '0.host'/);
+  });
+});

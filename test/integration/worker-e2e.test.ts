@@ -1,0 +1,111 @@
+import { spawn } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { connect } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { RunFile } from '../../src/protocol.js';
+import { eventually } from '../helpers/eventually.js';
+import { startNatsServer } from '../helpers/nats-server.js';
+import type { NatsServer } from '../helpers/nats-server.js';
+import {
+  killWorkers,
+  ROOT,
+  SONAR_BIN,
+  spawnWorker,
+  startTestBackend,
+} from '../helpers/worker-fixtures.js';
+import type { TestBackend } from '../helpers/worker-fixtures.js';
+
+let server: NatsServer;
+let nc: NatsConnection;
+let tb: TestBackend | undefined;
+let dir: string;
+
+beforeAll(async () => {
+  server = await startNatsServer();
+  nc = await connect({ servers: server.url });
+  dir = await mkdtemp(join(tmpdir(), 'sonar-e2e-'));
+});
+afterEach(async () => {
+  await killWorkers();
+  await tb?.stop();
+  tb = undefined;
+});
+afterAll(async () => {
+  await nc?.close();
+  await server?.stop();
+  await rm(dir, { recursive: true, force: true });
+});
+
+/** Runs `sonar submit FILE --wait --json` to its end. */
+async function submitAndWait(env: Record<string, string>, file: RunFile) {
+  const path = join(dir, `${file.runId}.json`);
+  await writeFile(path, JSON.stringify(file));
+  const child = spawn(process.execPath, [SONAR_BIN, 'submit', path, '--wait', '--json'], {
+    cwd: ROOT,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  let err = '';
+  child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (err += c.toString()));
+  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+  return { code, out, err };
+}
+
+describe('end to end: submit --wait, the reconciler, a worker process, finalization', () => {
+  it('runs a two-step run to success and exits 0', async () => {
+    tb = await startTestBackend(server.url, nc, {}, { reconciler: true });
+    spawnWorker(tb.env, ['--worker-id', 'w1', '--tags', 'linux', '--slots', '2']);
+    await eventually(() => tb!.ctx.loop.projection.workers.get('w1')?.snapshot.value === 'Active', {
+      timeoutMs: 15_000,
+    });
+    const r = await submitAndWait(tb.env, {
+      runId: 'e2e',
+      steps: [
+        {
+          id: 'make',
+          tags: ['linux'],
+          output: 'json',
+          tasks: [1, 2, 3].map((i) => ({
+            id: `m${i}`,
+            command: ['sh', '-c', `echo '{"n":${i}}'`],
+          })),
+        },
+        {
+          id: 'use',
+          tags: ['linux'],
+          after: ['make'],
+          tasks: [{ id: 'u1', command: ['cat'], input: { from: 'make' } }],
+        },
+      ],
+    });
+    expect(r, r.err).toMatchObject({ code: 0 });
+    const lines = r.out
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(lines[0]).toEqual({ runId: 'e2e', taskCount: 4 });
+    expect(lines[1]).toMatchObject({ state: 'Succeeded', tasks: { Succeeded: 4 } });
+  });
+
+  it('exits 1 when the run fails', async () => {
+    tb = await startTestBackend(server.url, nc, {}, { reconciler: true });
+    spawnWorker(tb.env, ['--worker-id', 'w1', '--tags', 'linux', '--slots', '1']);
+    const r = await submitAndWait(tb.env, {
+      runId: 'e2e-fail',
+      steps: [
+        {
+          id: 's',
+          tags: ['linux'],
+          tasks: [{ id: 'f', command: ['sh', '-c', 'exit 7'], maxAttempts: 1 }],
+        },
+      ],
+    });
+    expect(r.code, r.err).toBe(1);
+    expect(r.err).toMatch(/sonar: run e2e-fail ended Failed/);
+  });
+});

@@ -1,0 +1,334 @@
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { connect } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { EventRecord } from '../../actors/projection.js';
+import { SonarClient } from '../../src/client/client.js';
+import type { RunFile } from '../../src/protocol.js';
+import { ApiClient } from '../../src/worker/api-client.js';
+import { eventually } from '../helpers/eventually.js';
+import { startNatsServer } from '../helpers/nats-server.js';
+import type { NatsServer } from '../helpers/nats-server.js';
+import {
+  dispatchRun,
+  eventsOf,
+  killWorkers,
+  spawnWorker,
+  startTestBackend,
+  taskOf,
+} from '../helpers/worker-fixtures.js';
+import type { TestBackend, WorkerProcess } from '../helpers/worker-fixtures.js';
+
+let server: NatsServer;
+let nc: NatsConnection;
+let tb: TestBackend | undefined;
+let dir: string;
+
+beforeAll(async () => {
+  server = await startNatsServer();
+  nc = await connect({ servers: server.url });
+  dir = await mkdtemp(join(tmpdir(), 'sonar-worker-'));
+});
+afterEach(async () => {
+  await killWorkers();
+  await tb?.stop();
+  tb = undefined;
+});
+afterAll(async () => {
+  await nc?.close();
+  await server?.stop();
+  await rm(dir, { recursive: true, force: true });
+});
+
+async function world(env: Record<string, string> = {}) {
+  tb = await startTestBackend(server.url, nc, env);
+  const { ctx } = tb;
+  const client = new SonarClient(nc, { prefix: ctx.names.prefix });
+  const worker = (id: string, args: string[], extraEnv: Record<string, string> = {}) =>
+    spawnWorker(tb!.env, ['--worker-id', id, ...args], extraEnv);
+  const joined = (id: string) =>
+    eventually(() => ctx.loop.projection.workers.get(id)?.snapshot.value === 'Active', {
+      timeoutMs: 15_000,
+      message: `worker ${id} joined`,
+    });
+  const events = (runId: string, taskId: string): Promise<EventRecord[]> =>
+    eventsOf(ctx, ctx.names.subjects.task(runId, taskId));
+  const workerEvents = async (id: string) =>
+    (await eventsOf(ctx, ctx.names.subjects.worker(id))).map((e) => e.type);
+  return { ctx, client, worker, joined, events, workerEvents };
+}
+
+/** The largest number of commands running at once, from `start|end <id> <ns>` log lines. */
+function peakConcurrency(log: string): number {
+  const marks = log
+    .trim()
+    .split('\n')
+    .map((l) => l.split(' '))
+    .map(([kind, , ns]) => ({ d: kind === 'start' ? 1 : -1, t: BigInt(ns!) }))
+    .sort((a, b) => (a.t === b.t ? a.d - b.d : a.t < b.t ? -1 : 1));
+  let now = 0;
+  let peak = 0;
+  for (const m of marks) peak = Math.max(peak, (now += m.d));
+  return peak;
+}
+
+const logged = (log: string) =>
+  `echo "start $SONAR_TASK_ID $(date +%s%N)" >> ${log}; sleep 0.3; echo "end $SONAR_TASK_ID $(date +%s%N)" >> ${log}; cat`;
+
+async function exitOf(w: WorkerProcess) {
+  const r = await w.exited;
+  return { ...r, stderr: w.stderr().slice(-2000) };
+}
+
+describe('sonar worker', () => {
+  it('takes only tasks of its tags, never more than `slots` at once, and drains on SIGTERM', async () => {
+    const { ctx, client, worker, joined, events, workerEvents } = await world();
+    const logA = join(dir, 'a.log');
+    const logB = join(dir, 'b.log');
+    const a = worker('wa', ['--tags', 'a', '--slots', '2', '--', 'sh', '-c', logged(logA)]);
+    const b = worker('wb', ['--tags', 'b', '--slots', '1', '--', 'sh', '-c', logged(logB)]);
+    await Promise.all([joined('wa'), joined('wb')]);
+    let peakHeld = 0;
+    const sampler = setInterval(() => {
+      void ctx.registry.live().then((live) => {
+        for (const e of live) peakHeld = Math.max(peakHeld, e.running.length / e.slots);
+      });
+    }, 50);
+    await client.submit({
+      runId: 'r1',
+      steps: [
+        {
+          id: 'sa',
+          tags: ['a'],
+          tasks: Array.from({ length: 8 }, (_, i) => ({ id: `a${i}`, input: { i } })),
+        },
+        { id: 'sb', tags: ['b'], tasks: Array.from({ length: 4 }, (_, i) => ({ id: `b${i}` })) },
+      ],
+    });
+    await dispatchRun(ctx, 'r1');
+    await eventually(
+      () =>
+        [...ctx.loop.projection.tasks.values()].every((t) =>
+          ['Finalizing', 'Succeeded'].includes(t.snapshot.value),
+        ),
+      { timeoutMs: 30_000 },
+    );
+    clearInterval(sampler);
+    for (const [key, t] of ctx.loop.projection.tasks) {
+      expect(t.snapshot.context.workerId, key).toBe(key.startsWith('r1.a') ? 'wa' : 'wb');
+    }
+    expect(peakConcurrency(await readFile(logA, 'utf8'))).toBe(2);
+    expect(peakConcurrency(await readFile(logB, 'utf8'))).toBe(1);
+    expect(peakHeld).toBeLessThanOrEqual(1);
+    // stdout is the output: `cat` gave the input back.
+    const accepted = (await events('r1', 'a3')).find((e) => e.type === 'TaskResultAccepted');
+    const inline = (accepted?.data as { outputInline: string }).outputInline;
+    expect(JSON.parse(Buffer.from(inline, 'base64').toString())).toEqual({ i: 3 });
+
+    a.child.kill('SIGTERM');
+    b.child.kill('SIGTERM');
+    expect(await exitOf(a)).toMatchObject({ code: 0 });
+    expect(await exitOf(b)).toMatchObject({ code: 0 });
+    expect(await workerEvents('wa')).toEqual(['WorkerJoined', 'WorkerDraining', 'WorkerLeft']);
+    expect(await ctx.registry.kv.get('wa')).toMatchObject({ operation: 'DEL' });
+  });
+
+  it("runs each task's own command with its env, and reports a non-zero exit with stderr", async () => {
+    const { ctx, client, worker, joined, events } = await world();
+    worker('w1', ['--tags', 'a', '--slots', '2']);
+    await joined('w1');
+    await client.submit({
+      runId: 'r1',
+      steps: [
+        {
+          id: 's',
+          tags: ['a'],
+          tasks: [
+            {
+              id: 'env',
+              command: ['sh', '-c', 'printf %s "$SONAR_RUN_ID:$SONAR_TASK_ID:$SONAR_ATTEMPT_ID"'],
+            },
+            { id: 'bad', command: ['sh', '-c', 'echo "it went wrong" >&2; exit 3'] },
+          ],
+        },
+      ],
+    } satisfies RunFile);
+    const [d] = await dispatchRun(ctx, 'r1');
+    await eventually(async () =>
+      (await events('r1', 'env')).some((e) => e.type === 'TaskResultAccepted'),
+    );
+    const accepted = (await events('r1', 'env')).find((e) => e.type === 'TaskResultAccepted');
+    const out = Buffer.from((accepted?.data as { outputInline: string }).outputInline, 'base64');
+    expect(out.toString()).toBe(`r1:env:${d!.attemptId}`);
+    await eventually(async () =>
+      (await events('r1', 'bad')).some((e) => e.type === 'TaskAttemptFailed'),
+    );
+    const failed = (await events('r1', 'bad')).find((e) => e.type === 'TaskAttemptFailed');
+    expect(failed?.data).toMatchObject({
+      exitCode: 3,
+      retryable: true,
+      error: expect.stringMatching(/exited with code 3: it went wrong/),
+    });
+  });
+
+  it('on SIGTERM lets a short task finish, releases a long one within the grace, and leaves', async () => {
+    const { ctx, client, worker, joined, events, workerEvents } = await world({
+      SONAR_DRAIN_GRACE: '2s',
+    });
+    const w = worker('w1', ['--tags', 'a', '--slots', '2']);
+    await joined('w1');
+    await client.submit({
+      runId: 'r1',
+      steps: [
+        {
+          id: 's',
+          tags: ['a'],
+          tasks: [
+            { id: 'short', command: ['sh', '-c', 'sleep 0.7; echo done'] },
+            { id: 'long', command: ['sleep', '20'] },
+          ],
+        },
+      ],
+    });
+    await dispatchRun(ctx, 'r1');
+    await eventually(
+      () =>
+        taskOf(ctx, 'r1', 'long').value === 'Running' &&
+        taskOf(ctx, 'r1', 'short').value === 'Running',
+    );
+    const signalled = Date.now();
+    w.child.kill('SIGTERM');
+    expect(await exitOf(w)).toMatchObject({ code: 0 });
+    const took = Date.now() - signalled;
+    expect(took).toBeLessThan(2_000 + 3_000);
+    expect((await events('r1', 'short')).map((e) => e.type)).toContain('TaskResultAccepted');
+    const requeued = (await events('r1', 'long')).find((e) => e.type === 'TaskRequeued');
+    expect(requeued?.data).toMatchObject({ reason: 'worker-released' });
+    expect(taskOf(ctx, 'r1', 'long').value).toBe('Pending');
+    const types = await workerEvents('w1');
+    expect(types).toEqual(['WorkerJoined', 'WorkerDraining', 'WorkerLeft']);
+    const draining = (await eventsOf(ctx, ctx.names.subjects.worker('w1')))[1]!;
+    expect(draining.data).toMatchObject({ reason: 'shutdown', deadline: expect.any(String) });
+  });
+
+  it('releases at once on a second SIGTERM', async () => {
+    const { ctx, client, worker, joined, workerEvents } = await world({
+      SONAR_DRAIN_GRACE: '30s',
+    });
+    const w = worker('w1', ['--tags', 'a', '--slots', '1']);
+    await joined('w1');
+    await client.submit({
+      runId: 'r1',
+      steps: [{ id: 's', tags: ['a'], tasks: [{ id: 'long', command: ['sleep', '20'] }] }],
+    });
+    await dispatchRun(ctx, 'r1');
+    await eventually(() => taskOf(ctx, 'r1', 'long').value === 'Running');
+    w.child.kill('SIGTERM');
+    await eventually(async () => (await workerEvents('w1')).includes('WorkerDraining'));
+    const second = Date.now();
+    w.child.kill('SIGTERM');
+    expect(await exitOf(w)).toMatchObject({ code: 0 });
+    expect(Date.now() - second).toBeLessThan(5_000);
+    expect(taskOf(ctx, 'r1', 'long').value).toBe('Pending');
+    expect(await workerEvents('w1')).toEqual(['WorkerJoined', 'WorkerDraining', 'WorkerLeft']);
+  });
+
+  it('SIGKILL mid-task leaves the task Running, for the reconciler; the registry key expires', async () => {
+    const { ctx, client, worker, joined } = await world();
+    const w = worker('w1', ['--tags', 'a', '--slots', '1']);
+    await joined('w1');
+    await client.submit({
+      runId: 'r1',
+      steps: [{ id: 's', tags: ['a'], tasks: [{ id: 'long', command: ['sleep', '5'] }] }],
+    });
+    await dispatchRun(ctx, 'r1');
+    await eventually(() => taskOf(ctx, 'r1', 'long').value === 'Running');
+    w.child.kill('SIGKILL');
+    await w.exited;
+    await eventually(async () => (await ctx.registry.live()).length === 0, { timeoutMs: 5_000 });
+    expect(taskOf(ctx, 'r1', 'long')).toMatchObject({
+      value: 'Running',
+      context: { workerId: 'w1' },
+    });
+    expect(ctx.loop.projection.workers.get('w1')?.snapshot.value).toBe('Active');
+  });
+
+  it('kills a hung command at its timeoutMs (SIGTERM, then SIGKILL) and reports a retryable failure', async () => {
+    const { ctx, client, worker, joined, events } = await world();
+    worker('w1', ['--tags', 'a', '--slots', '1']);
+    await joined('w1');
+    await client.submit({
+      runId: 'r1',
+      steps: [
+        {
+          id: 's',
+          tags: ['a'],
+          timeoutMs: 300,
+          // Ignores SIGTERM: only the SIGKILL 5 s later ends it.
+          tasks: [{ id: 'hung', command: ['sh', '-c', 'trap "" TERM; sleep 30'] }],
+        },
+      ],
+    });
+    await dispatchRun(ctx, 'r1');
+    await eventually(
+      async () => (await events('r1', 'hung')).some((e) => e.type === 'TaskAttemptFailed'),
+      {
+        timeoutMs: 15_000,
+      },
+    );
+    const failed = (await events('r1', 'hung')).find((e) => e.type === 'TaskAttemptFailed');
+    expect(failed?.data).toMatchObject({
+      error: 'timed out after 300 ms',
+      exitCode: 137,
+      retryable: true,
+    });
+    expect(taskOf(ctx, 'r1', 'hung').value).toBe('Pending');
+  });
+
+  it('aborts a running command on cancel, reports nothing, and takes the next task', async () => {
+    const { ctx, client, worker, joined, events } = await world();
+    worker('w1', ['--tags', 'a', '--slots', '1']);
+    await joined('w1');
+    await client.submit({
+      runId: 'r1',
+      steps: [{ id: 's', tags: ['a'], tasks: [{ id: 'long', command: ['sleep', '20'] }] }],
+    });
+    await dispatchRun(ctx, 'r1');
+    await eventually(() => taskOf(ctx, 'r1', 'long').value === 'Running');
+    await client.cancel('r1');
+    await eventually(async () => (await ctx.registry.live())[0]?.running.length === 0, {
+      timeoutMs: 5_000,
+    });
+    expect((await events('r1', 'long')).map((e) => e.type)).toEqual([
+      'TaskCreated',
+      'TaskPublished',
+      'TaskStarted',
+      'TaskCancelled',
+    ]);
+    await client.submit({
+      runId: 'r2',
+      steps: [{ id: 's', tags: ['a'], tasks: [{ id: 'next', command: ['echo', 'hi'] }] }],
+    });
+    await dispatchRun(ctx, 'r2');
+    await eventually(async () =>
+      (await events('r2', 'next')).some((e) => e.type === 'TaskResultAccepted'),
+    );
+  });
+
+  it('exits non-zero when the backend answers conflict (it was declared Lost)', async () => {
+    const { ctx, client, worker, joined } = await world();
+    const w = worker('w1', ['--tags', 'a', '--slots', '1']);
+    await joined('w1');
+    await new ApiClient(nc, ctx.names).request('exited', { workerId: 'w1' });
+    await client.submit({
+      runId: 'r1',
+      steps: [{ id: 's', tags: ['a'], tasks: [{ id: 't', command: ['true'] }] }],
+    });
+    await dispatchRun(ctx, 'r1');
+    const r = await exitOf(w);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/sonar: worker w1 is Lost/);
+  });
+});
