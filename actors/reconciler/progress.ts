@@ -18,7 +18,7 @@ function taskIdsIn(p: Projection, stepKey: string, states: ReadonlySet<string>):
 const BAD = new Set(['Failed', 'Dead', 'Cancelled']);
 const POISONED = new Set(['Poisoned']);
 
-/** Task tallies of a step; `complete` once every task the step announced exists. */
+/** Task tallies of a step; `settled` once every task it announced exists and is settled. */
 function tally(step: StepSnapshot, index: StepIndex | undefined) {
   const c = index?.counts;
   const succeeded = c?.Succeeded ?? 0;

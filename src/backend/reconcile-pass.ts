@@ -201,9 +201,12 @@ export class ReconcilePass {
     );
     await this.writeAll(events, summary, (e) => {
       summary.lostWorkers++;
-      this.lastPulse.delete(e.ref.key);
       this.deps.log.warn('worker lost: its registry key expired', { workerId: e.ref.key });
     });
+    // Forget the workers that are gone for good (Left or Lost), so churn does not pile up.
+    for (const workerId of this.lastPulse.keys()) {
+      if (p.workers.get(workerId)?.snapshot.status === 'done') this.lastPulse.delete(workerId);
+    }
   }
 
   private async reenqueueLostFinalizations(summary: PassSummary): Promise<void> {

@@ -1,0 +1,28 @@
+/**
+ * Sonar's public SDK (STYLE.md C8): explicit named exports, types separately.
+ *
+ * - Workers: `createWorker({ tags, slots, handler }).run()`; a handler gets the task input
+ *   and `{ signal, runId, taskId, attemptId, ... }`; throw `NonRetryableError` to fail a
+ *   task without retries.
+ * - Clients: `SonarClient` submits run files (chunked), cancels runs and tasks, reads status.
+ *
+ * @module
+ */
+export { createWorker, Worker } from './worker/worker.js';
+export { NonRetryableError, IllegalStateError } from './worker/errors.js';
+export { ApiError } from './worker/api-client.js';
+export { SonarClient } from './client/client.js';
+export { validateRunFile, runFileHash } from './client/run-file.js';
+export {
+  SonarError,
+  ValidationError,
+  IllegalTransitionError,
+  ErrorCode,
+} from '../actors/errors.js';
+export { loadConfig, ConfigError } from './config.js';
+
+export type { WorkerState } from './worker/worker.js';
+export type { WorkerOptions, TaskHandler, HandlerContext } from './worker/options.js';
+export type { SonarClientOptions, Submitted, RunStatus } from './client/client.js';
+export type { RunFile } from './protocol.js';
+export type { SonarConfig } from './config.js';
