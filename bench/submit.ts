@@ -15,6 +15,7 @@
  *
  * Each round runs raw, then both submits; the machine is shared, so each round's submit is
  * compared with that round's raw (paired ratio) and the medians are reported.
+ * `BENCH_PROF=<dir>` writes a CPU profile of each backend there.
  */
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';

@@ -14,15 +14,19 @@ import { connectNats } from '../nats.js';
 import { cancelControlSchema, dispatchMessageSchema } from '../protocol.js';
 import type { DispatchMessage, JoinReply, RegistryEntry } from '../protocol.js';
 import { createOutputStore } from '../storage/create-output-store.js';
-import { INLINE_OUTPUT_MAX, outputKey } from '../storage/output-store.js';
+import { outputKey } from '../storage/output-store.js';
 import type { OutputStore } from '../storage/output-store.js';
 import { ApiClient, isApiError } from './api-client.js';
 import { CommandFailedError, IllegalStateError, isNonRetryableError } from './errors.js';
+import { runHandler } from './handler-run.js';
+import type { Outcome } from './handler-run.js';
 import { resolveWorkerOptions } from './options.js';
 import type { HandlerContext, ResolvedWorkerOptions, WorkerOptions } from './options.js';
 import { Pulse } from './pulse.js';
 import { Slots } from './slots.js';
 import { ImdsClient, SpotNoticeWatcher } from './spot-notice.js';
+import { packOutput, toBytes } from './task-output.js';
+import type { ResultOutput } from './task-output.js';
 import type { SpotNotice } from './spot-notice.js';
 
 /** The worker's lifecycle (STYLE.md C7): Idle -> Running -> Draining -> Stopped, or Failed. */
@@ -38,8 +42,6 @@ interface RunningTask {
   why: StopReason | null;
 }
 
-type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
-
 /** A dispatch message that cannot be started now goes back after this delay. */
 const NAK_DELAY_MS = 1_000;
 /** Results and failures are retried this long: giving up leaves the task Running here. */
@@ -47,14 +49,6 @@ const REPORT_RETRY_MS = 5 * 60_000;
 /** Drain, release and leave are retried this long: the reconciler covers a lost one. */
 const GOODBYE_RETRY_MS = 10_000;
 const MAX_ERROR_CHARS = 8 * 1024;
-
-/** The output bytes of a handler's return value (see TaskHandler). */
-function toBytes(value: unknown): Uint8Array {
-  if (value instanceof Uint8Array) return value;
-  if (value === undefined) return new Uint8Array();
-  if (typeof value === 'string') return new TextEncoder().encode(value);
-  return new TextEncoder().encode(JSON.stringify(value));
-}
 
 /**
  * A Sonar worker (DESIGN.md section 6): joins, pulses, pulls at most `slots` tasks across its
@@ -155,7 +149,19 @@ export class Worker {
 
   private async open(): Promise<void> {
     const o = this.opts;
-    this.nc = o.nc ?? (await connectNats(o.connection, { name: `sonar-worker-${this.workerId}` }));
+    // Reconnect forever: a worker outlives a NATS restart; its registry key tells the rest.
+    this.nc =
+      o.nc ??
+      (await connectNats(o.connection, {
+        name: `sonar-worker-${this.workerId}`,
+        maxReconnectAttempts: -1,
+      }));
+    const nc = this.nc;
+    void nc.closed().then((err) => {
+      if (!this.lifecycle.signal.aborted) {
+        void this.failWith(err ?? new Error('the NATS connection closed'));
+      }
+    });
     this.api = new ApiClient(this.nc, this.n, {
       timeoutMs: o.requestTimeoutMs,
       log: this.log,
@@ -324,29 +330,10 @@ export class Worker {
       attemptId: d.attemptId,
       ...(d.command !== undefined && { command: d.command }),
     };
-    let abandon: NodeJS.Timeout | undefined;
-    const abandoned = new Promise<Outcome>((resolve) => {
-      const onAbort = (): void => {
-        abandon = setTimeout(
-          () =>
-            resolve({ ok: false, error: new Error('the handler did not stop after its abort') }),
-          this.opts.killGraceMs + 1_000,
-        );
-      };
-      if (task.ac.signal.aborted) onAbort();
-      else task.ac.signal.addEventListener('abort', onAbort, { once: true });
-    });
     try {
-      const run = Promise.resolve()
-        .then(() => this.opts.handler(d.input, ctx))
-        .then(
-          (value): Outcome => ({ ok: true, value }),
-          (error: unknown): Outcome => ({ ok: false, error }),
-        );
-      return await Promise.race([run, abandoned]);
+      return await runHandler(this.opts.handler, d.input, ctx, this.opts.killGraceMs + 1_000);
     } finally {
       clearTimeout(timer);
-      clearTimeout(abandon);
     }
   }
 
@@ -393,29 +380,29 @@ export class Worker {
     const bytes = toBytes(outcome.value);
     const tooBig = outputSizeProblem(bytes.byteLength, this.opts.maxOutputBytes);
     if (tooBig !== null) return this.fail(task, -1, `output ${tooBig}`, false);
-    let output: { inline: string; bytes: number } | { ref: string; bytes: number };
-    if (bytes.byteLength <= INLINE_OUTPUT_MAX) {
-      output = { inline: Buffer.from(bytes).toString('base64'), bytes: bytes.byteLength };
-    } else {
-      try {
-        this.outputs ??= this.opts.outputs
-          ? Promise.resolve(this.opts.outputs)
-          : createOutputStore(this.nc!, {
-              prefix: this.opts.prefix,
-              maxOutputBytes: this.opts.maxOutputBytes,
-              ...(this.opts.s3 && { s3: this.opts.s3 }),
-            });
-        const ref = await (
-          await this.outputs
-        ).put(outputKey(d.runId, d.taskId, d.attemptId), bytes);
-        output = { ref, bytes: bytes.byteLength };
-      } catch (err: unknown) {
-        this.outputs = null;
-        const why = err instanceof Error ? err.message : String(err);
-        return this.fail(task, -1, `output upload failed: ${why}`, true);
-      }
+    let output: ResultOutput;
+    try {
+      output = await packOutput(bytes, (b) =>
+        this.outputStore().then((store) => store.put(outputKey(d.runId, d.taskId, d.attemptId), b)),
+      );
+    } catch (err: unknown) {
+      this.outputs = null;
+      const why = err instanceof Error ? err.message : String(err);
+      return this.fail(task, -1, `output upload failed: ${why}`, true);
     }
     await this.send('result', { ...this.creds(task), output }, REPORT_RETRY_MS);
+  }
+
+  /** The configured output store, opened on first use (most outputs travel inline). */
+  private outputStore(): Promise<OutputStore> {
+    this.outputs ??= this.opts.outputs
+      ? Promise.resolve(this.opts.outputs)
+      : createOutputStore(this.nc!, {
+          prefix: this.opts.prefix,
+          maxOutputBytes: this.opts.maxOutputBytes,
+          ...(this.opts.s3 && { s3: this.opts.s3 }),
+        });
+    return this.outputs;
   }
 
   private fail(task: RunningTask, exitCode: number, error: string, retryable: boolean) {

@@ -1,4 +1,5 @@
 import { setTimeout as delay } from 'node:timers/promises';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -178,6 +179,22 @@ describe('createWorker', () => {
       'TaskStarted',
       'TaskCancelled',
     ]);
+  });
+
+  it('terminates a dispatch message it cannot parse, and goes on', async () => {
+    const { ctx, client, start } = await world();
+    const w = await start({ handler: () => 'ok' });
+    await jetstream(nc).publish(ctx.names.subjects.dispatch('a'), 'not json');
+    await jetstream(nc).publish(ctx.names.subjects.dispatch('a'), JSON.stringify({ runId: 'r1' }));
+    const jsm = await jetstreamManager(nc);
+    await eventually(async () => {
+      const info = await jsm.consumers.info(ctx.names.streams.dispatch, 'dispatch_a');
+      return info.num_pending === 0 && info.num_ack_pending === 0;
+    });
+    await client.submit(runFileOf('r1', [{ id: 's', tags: ['a'], count: 1 }]));
+    await dispatchRun(ctx, 'r1');
+    await eventually(() => ['Finalizing', 'Succeeded'].includes(taskOf(ctx, 'r1', 't0').value));
+    expect(w.state).toBe('Running');
   });
 
   it('keeps an explicit lifecycle: start twice or drain when stopped is an IllegalStateError', async () => {
