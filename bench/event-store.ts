@@ -60,7 +60,7 @@ function chainEvent(i: number, round: number): { type: string; data: unknown } {
 
 async function main(): Promise<void> {
   const server = await startNatsServer();
-  const nc = await connect({ servers: server.url });
+  const nc = await connect({ servers: server.url, noAsyncTraces: true });
   try {
     const n = names('bench');
     await ensureTopology(await jetstreamManager(nc), n, DEFAULT_TOPOLOGY_OPTIONS);
