@@ -1,0 +1,220 @@
+import { spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { connect } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { EventStore } from '../../streams/event-store.js';
+import { names } from '../../streams/names.js';
+import { ProjectionLoop } from '../../src/backend/projection-loop.js';
+import { SonarClient } from '../../src/client/client.js';
+import { silentLogger } from '../../src/log.js';
+import { eventually } from '../helpers/eventually.js';
+import { startNatsServer } from '../helpers/nats-server.js';
+import type { NatsServer } from '../helpers/nats-server.js';
+import { freshPrefix } from '../helpers/topology.js';
+import {
+  killWorkers,
+  NO_IMDS,
+  ROOT,
+  runFileOf,
+  SONAR_BIN,
+  spawnWorker,
+  startTestBackend,
+} from '../helpers/worker-fixtures.js';
+import type { TestBackend } from '../helpers/worker-fixtures.js';
+
+/**
+ * Recovery end to end (issue 4), with real backend and worker processes and real signals:
+ * a SIGKILLed leader, a SIGKILLed worker, a restarted backend.
+ */
+let server: NatsServer;
+let nc: NatsConnection;
+const backends = new Set<ChildProcess>();
+let tb: TestBackend | undefined;
+const watchers: ProjectionLoop[] = [];
+
+beforeAll(async () => {
+  server = await startNatsServer();
+  nc = await connect({ servers: server.url });
+});
+afterEach(async () => {
+  await killWorkers();
+  for (const b of backends) b.kill('SIGKILL');
+  backends.clear();
+  await tb?.stop();
+  tb = undefined;
+  for (const w of watchers.splice(0)) await w.stop();
+});
+afterAll(async () => {
+  await nc?.close();
+  await server?.stop();
+});
+
+/** A live projection of one prefix, folded in the test process from the stream. */
+async function watch(prefix: string): Promise<ProjectionLoop> {
+  const loop = new ProjectionLoop(new EventStore(nc, names(prefix)), silentLogger);
+  await loop.start();
+  watchers.push(loop);
+  return loop;
+}
+
+/** `node bin/sonar.js backend` on `env`; resolves with its node id once it has started. */
+async function spawnBackend(
+  env: Record<string, string>,
+): Promise<{ child: ChildProcess; nodeId: string }> {
+  const child = spawn(process.execPath, [SONAR_BIN, 'backend'], {
+    cwd: ROOT,
+    env: { ...process.env, ...env, SONAR_LOG_LEVEL: 'info' },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  backends.add(child);
+  let err = '';
+  child.stderr?.on('data', (c: Buffer) => (err += c.toString()));
+  const nodeId = await eventually(
+    () => {
+      const line = err.split('\n').find((l) => l.includes('"backend started"'));
+      return line ? (JSON.parse(line) as { nodeId: string }).nodeId : false;
+    },
+    { timeoutMs: 20_000, message: 'backend started' },
+  );
+  return { child, nodeId };
+}
+
+const shortEnv = (url: string, prefix: string): Record<string, string> => ({
+  SONAR_NATS_URL: url,
+  SONAR_PREFIX: prefix,
+  SONAR_TICK: '200ms',
+  SONAR_LOCK_TTL: '2s',
+  SONAR_PULSE_INTERVAL: '300ms',
+  SONAR_PULSE_TTL: '2s',
+  SONAR_ORPHAN_AGE: '3s',
+  SONAR_DRAIN_GRACE: '2s',
+  SONAR_IMDS_URL: NO_IMDS,
+});
+
+describe('recovery with real processes', () => {
+  it('a leader SIGKILLed mid-run is replaced by the standby, and the run completes', async () => {
+    const prefix = freshPrefix();
+    const env = shortEnv(server.url, prefix);
+    const a = await spawnBackend(env);
+    const b = await spawnBackend(env);
+    const view = await watch(prefix);
+    for (let i = 0; i < 2; i++) {
+      spawnWorker(env, [
+        '--tags',
+        'linux',
+        '--slots',
+        '4',
+        '--',
+        'sh',
+        '-c',
+        'sleep 0.05; echo ok',
+      ]);
+    }
+    const client = new SonarClient(nc, { prefix });
+    await client.submit(runFileOf('lead', [{ id: 's1', tags: ['linux'], count: 200 }]));
+    const leader = await eventually(() => view.projection.leader?.nodeId ?? false, {
+      timeoutMs: 20_000,
+    });
+    const [victim, standby] = leader === a.nodeId ? [a, b] : [b, a];
+    await eventually(() => view.projection.stepIndex.get('lead.s1')!.counts.Succeeded >= 20, {
+      timeoutMs: 30_000,
+    });
+    victim.child.kill('SIGKILL');
+    await eventually(() => view.projection.leader?.nodeId === standby.nodeId, {
+      timeoutMs: 20_000,
+      message: 'the standby elected',
+    });
+    await eventually(() => view.projection.runs.get('lead')?.snapshot.value === 'Succeeded', {
+      timeoutMs: 60_000,
+      message: 'the run succeeded',
+    });
+  });
+
+  it('a worker SIGKILLed mid-task: the task completes elsewhere on a new attempt; the old one is refused', async () => {
+    const env = {
+      SONAR_ORPHAN_AGE: '3s',
+      SONAR_PULSE_INTERVAL: '500ms',
+      SONAR_PULSE_TTL: '2s',
+      SONAR_TICK: '200ms',
+    };
+    tb = await startTestBackend(server.url, nc, env, { reconciler: true });
+    const { ctx } = tb;
+    const cmd = ['--', 'sh', '-c', 'sleep 1.5; echo done'];
+    const first = spawnWorker(tb.env, [
+      '--tags',
+      'linux',
+      '--slots',
+      '1',
+      '--worker-id',
+      'wa',
+      ...cmd,
+    ]);
+    const client = new SonarClient(nc, { prefix: ctx.names.prefix });
+    await client.submit(runFileOf('kill', [{ id: 's1', tags: ['linux'], count: 1 }]));
+    const task = () => ctx.loop.projection.tasks.get('kill.t0')!.snapshot;
+    await eventually(() => task().value === 'Running' && task().context.workerId === 'wa', {
+      timeoutMs: 20_000,
+    });
+    const oldAttemptId = task().context.attemptId!;
+    first.child.kill('SIGKILL');
+    spawnWorker(tb.env, ['--tags', 'linux', '--slots', '1', '--worker-id', 'wb', ...cmd]);
+    await eventually(() => task().value === 'Succeeded', { timeoutMs: 40_000 });
+    expect(task().context.attempt).toBe(2);
+    expect(task().context.workerId).toBe('wb');
+    const events = await ctx.store.readAggregate(ctx.names.subjects.task('kill', 't0'));
+    expect(
+      events
+        .filter((e) => e.type === 'TaskRequeued')
+        .map((e) => (e.data as { reason: string }).reason),
+    ).toEqual(['worker-lost']);
+    // The old attempt's late result is refused, and nothing is appended.
+    const before = events.length;
+    const reply = await nc.request(
+      ctx.names.subjects.api('result'),
+      JSON.stringify({
+        runId: 'kill',
+        taskId: 't0',
+        attemptId: oldAttemptId,
+        token: 'a'.repeat(64),
+        workerId: 'wa',
+        output: { inline: Buffer.from('late').toString('base64'), bytes: 4 },
+      }),
+      { timeout: 5_000 },
+    );
+    expect((reply.json() as { error: { code: string } }).error.code).toMatch(
+      /stale_attempt|conflict/,
+    );
+    expect(await ctx.store.readAggregate(ctx.names.subjects.task('kill', 't0'))).toHaveLength(
+      before,
+    );
+  });
+
+  it('a restarted backend does not requeue the tasks of live workers', async () => {
+    const prefix = freshPrefix();
+    const env = { ...shortEnv(server.url, prefix), SONAR_ORPHAN_AGE: '2s' };
+    const first = await spawnBackend(env);
+    const view = await watch(prefix);
+    spawnWorker(env, ['--tags', 'linux', '--slots', '2', '--', 'sh', '-c', 'sleep 5; echo done']);
+    const client = new SonarClient(nc, { prefix });
+    await client.submit(runFileOf('restart', [{ id: 's1', tags: ['linux'], count: 2 }]));
+    await eventually(() => view.projection.stepIndex.get('restart.s1')!.counts.Running === 2, {
+      timeoutMs: 20_000,
+    });
+    first.child.kill('SIGTERM');
+    await new Promise((resolve) => first.child.once('exit', resolve));
+    await spawnBackend(env);
+    await eventually(() => view.projection.runs.get('restart')?.snapshot.value === 'Succeeded', {
+      timeoutMs: 40_000,
+    });
+    for (const t of ['t0', 't1']) {
+      const snap = view.projection.tasks.get(`restart.${t}`)!.snapshot;
+      expect(snap.context.attempt).toBe(1);
+    }
+    const store = new EventStore(nc, names(prefix));
+    const requeues = (
+      await store.readAggregate(names(prefix).subjects.task('restart', '*'))
+    ).filter((e) => e.type === 'TaskRequeued');
+    expect(requeues).toEqual([]);
+  });
+});
