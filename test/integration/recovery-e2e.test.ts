@@ -182,9 +182,7 @@ describe('recovery with real processes', () => {
       }),
       { timeout: 5_000 },
     );
-    expect((reply.json() as { error: { code: string } }).error.code).toMatch(
-      /stale_attempt|conflict/,
-    );
+    expect(reply.json<{ error: { code: string } }>().error.code).toMatch(/stale_attempt|conflict/);
     expect(await ctx.store.readAggregate(ctx.names.subjects.task('kill', 't0'))).toHaveLength(
       before,
     );
