@@ -57,6 +57,10 @@ export interface StepIndex {
 /**
  * The whole state, folded from events. It is only ever changed by `applyEvent`, which both
  * replay and the live projection loop call: the write path and the replay path share it.
+ *
+ * Snapshots (src/backend/snapshot-codec.ts) copy it field by field and rely on aggregate
+ * snapshots and contexts never being mutated in place: a new field, or a change to how
+ * `applyDecoded` indexes, needs the codec updated and its SNAPSHOT_FORMAT bumped.
  */
 export interface Projection {
   tasks: Map<string, Aggregate<TaskSnapshot>>;

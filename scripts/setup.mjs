@@ -84,13 +84,23 @@ function findNatsServer() {
   return onPath('nats-server');
 }
 
+// Test-only hooks (test/unit/setup.test.ts runs this script as a child): SONAR_SETUP_FAKE_UID
+// stands in for the real uid, and SONAR_SETUP_OFF_PATH_DIRS (':'-separated) for the usual
+// install dirs, so that the "missing" branches can be reached on a machine that has nats-server.
+const OFF_PATH_DIRS =
+  process.env.SONAR_SETUP_OFF_PATH_DIRS !== undefined
+    ? process.env.SONAR_SETUP_OFF_PATH_DIRS.split(':').filter((d) => d !== '')
+    : ['/usr/sbin', '/usr/local/sbin', '/usr/local/bin'];
+
+function uid() {
+  const fake = process.env.SONAR_SETUP_FAKE_UID;
+  if (fake !== undefined && fake !== '') return Number(fake);
+  return typeof process.getuid === 'function' ? process.getuid() : undefined;
+}
+
 /** Debian installs nats-server in /usr/sbin, which is often not on a non-root user's PATH. */
 function offPathNatsServer() {
-  return [
-    '/usr/sbin/nats-server',
-    '/usr/local/sbin/nats-server',
-    '/usr/local/bin/nats-server',
-  ].find(isExecutable);
+  return OFF_PATH_DIRS.map((dir) => join(dir, 'nats-server')).find(isExecutable);
 }
 
 function ensureNatsServer() {
@@ -101,7 +111,7 @@ function ensureNatsServer() {
       `nats-server is at ${elsewhere} but not on PATH: add ${dirname(elsewhere)} to PATH or set NATS_SERVER_BIN=${elsewhere}`,
     );
   }
-  if (typeof process.getuid !== 'function' || process.getuid() !== 0) {
+  if (uid() !== 0) {
     fail('nats-server is missing: install it with `sudo apt-get install -y nats-server`');
   }
   if (onPath('apt-get') === undefined) {

@@ -153,6 +153,18 @@ export interface SonarConfig {
    */
   httpPort?: number;
   /**
+   * `SONAR_HTTP_HOST`: the address the HTTP server binds; `0.0.0.0` opens it to the network
+   * (a Kubernetes probe, a remote Prometheus).
+   * @defaultValue unset (`127.0.0.1`)
+   */
+  httpHost?: string;
+  /**
+   * `SONAR_HTTP_TOKEN`: when set, every request to the HTTP port (dashboard, its API and SSE)
+   * needs it, as `Authorization: Bearer <token>` or the dashboard's login cookie.
+   * @defaultValue unset (no token; the port binds to 127.0.0.1 only)
+   */
+  httpToken?: string;
+  /**
    * `SONAR_RETENTION`: events, results and outputs of runs finished longer ago are purged.
    * @defaultValue 30d
    */
@@ -162,6 +174,13 @@ export interface SonarConfig {
    * @defaultValue 1h
    */
   fullSweepMs: number;
+  /**
+   * `SONAR_STOP_GRACE`: how long a stopping process waits for each long-running part (the
+   * reconciler, finalizers, the sweeper, the API, a worker's tasks after release) before it
+   * leaves that part behind and exits; a finalization job in hand comes back after its lease.
+   * @defaultValue 10s
+   */
+  stopGraceMs: number;
   /**
    * `SONAR_IMDS_URL`: base URL of the instance metadata service (spot notices).
    * @defaultValue `http://169.254.169.254`
@@ -227,6 +246,7 @@ export const configDefaults = {
   SONAR_REPLICAS: '1',
   SONAR_RETENTION: '30d',
   SONAR_FULL_SWEEP: '1h',
+  SONAR_STOP_GRACE: '10s',
   SONAR_IMDS_URL: 'http://169.254.169.254',
 } as const satisfies Record<string, string>;
 
@@ -389,8 +409,11 @@ export const sonarEnvSchema = z
     SONAR_LOCK_TTL: setting(d.SONAR_LOCK_TTL, duration(1)),
     SONAR_REPLICAS: setting(d.SONAR_REPLICAS, integer(1, 5)),
     SONAR_HTTP_PORT: optionalSetting(port),
+    SONAR_HTTP_HOST: optionalSetting(text),
+    SONAR_HTTP_TOKEN: optionalSetting(text),
     SONAR_RETENTION: setting(d.SONAR_RETENTION, duration(1)),
     SONAR_FULL_SWEEP: setting(d.SONAR_FULL_SWEEP, duration(1)),
+    SONAR_STOP_GRACE: setting(d.SONAR_STOP_GRACE, duration(1)),
     SONAR_IMDS_URL: setting(d.SONAR_IMDS_URL, httpUrl),
     SONAR_S3_ENDPOINT: optionalSetting(httpUrl),
     SONAR_S3_BUCKET: optionalSetting(text),
@@ -462,8 +485,11 @@ export const sonarEnvSchema = z
       lockTtlMs: env.SONAR_LOCK_TTL,
       replicas: env.SONAR_REPLICAS,
       httpPort: env.SONAR_HTTP_PORT,
+      httpHost: env.SONAR_HTTP_HOST,
+      httpToken: env.SONAR_HTTP_TOKEN,
       retentionMs: env.SONAR_RETENTION,
       fullSweepMs: env.SONAR_FULL_SWEEP,
+      stopGraceMs: env.SONAR_STOP_GRACE,
       imdsUrl: env.SONAR_IMDS_URL,
       s3,
     });
@@ -506,8 +532,11 @@ const FIELD_NAMES: Record<ConfigVariable, string> = {
   SONAR_LOCK_TTL: 'lockTtlMs',
   SONAR_REPLICAS: 'replicas',
   SONAR_HTTP_PORT: 'httpPort',
+  SONAR_HTTP_HOST: 'httpHost',
+  SONAR_HTTP_TOKEN: 'httpToken',
   SONAR_RETENTION: 'retentionMs',
   SONAR_FULL_SWEEP: 'fullSweepMs',
+  SONAR_STOP_GRACE: 'stopGraceMs',
   SONAR_IMDS_URL: 'imdsUrl',
   SONAR_S3_ENDPOINT: 's3.endpoint',
   SONAR_S3_BUCKET: 's3.bucket',
@@ -574,11 +603,12 @@ export function loadConfig(
   throw new ConfigError([first, ...rest]);
 }
 
-/** A copy safe to log: passwords and secret keys replaced by `***`. */
+/** A copy safe to log: passwords, secret keys and the HTTP token replaced by `***`. */
 export function redactConfig(config: SonarConfig): SonarConfig {
   return {
     ...config,
     ...(config.natsPassword !== undefined && { natsPassword: '***' }),
+    ...(config.httpToken !== undefined && { httpToken: '***' }),
     ...(config.s3 !== undefined && { s3: { ...config.s3, secretKey: '***' } }),
   };
 }

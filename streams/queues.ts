@@ -41,18 +41,20 @@ export interface FinalizeJob {
 export const finalizeMsgId = (job: FinalizeJob, round: number): string =>
   `fin.${job.runId}.${job.taskId}.${job.attemptId}.${round}`;
 
-/** Enqueues a job on `<prefix>.finalize.<runId>.<taskId>`. */
+/**
+ * Enqueues a job on `<prefix>.finalize.<runId>.<taskId>`. `msgId` replaces the usual id only
+ * for a repair that must land even inside the dedupe window of the original (the full sweep).
+ */
 export function enqueueFinalization(
   js: JetStreamClient,
   n: Names,
   job: FinalizeJob,
   round = 0,
+  msgId: string = finalizeMsgId(job, round),
 ): Promise<PubAck> {
   return js.publish(
     n.subjects.finalize(job.runId, job.taskId),
     encoder.encode(JSON.stringify(job)),
-    {
-      msgID: finalizeMsgId(job, round),
-    },
+    { msgID: msgId },
   );
 }

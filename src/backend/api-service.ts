@@ -4,6 +4,7 @@ import { ErrorCode, SonarError, ValidationError, isSonarError } from '../../acto
 import type { Names } from '../../streams/names.js';
 import type { Logger } from '../log.js';
 import { requestSchemas } from '../protocol.js';
+import { StragglerGuard } from './straggler-guard.js';
 import type { ParsedRequestOf, Verb } from '../protocol.js';
 
 export type Handler<V extends Verb> = (req: ParsedRequestOf<V>) => Promise<unknown>;
@@ -42,6 +43,7 @@ export function errorReply(err: unknown) {
 export class ApiService {
   private sub: Subscription | null = null;
   private inflight = new Set<Promise<void>>();
+  private readonly stopping = new StragglerGuard('api');
 
   constructor(
     private readonly nc: NatsConnection,
@@ -50,7 +52,10 @@ export class ApiService {
     private readonly log: Logger,
   ) {}
 
+  /** @throws StillStoppingError while requests of the last run are still being answered. */
   start(): void {
+    if (this.sub) return;
+    this.stopping.assertIdle();
     const prefix = this.names.subjects.api('');
     this.sub = this.nc.subscribe(this.names.subjects.apiAll, {
       queue: API_QUEUE,
@@ -104,6 +109,6 @@ export class ApiService {
   async stop(): Promise<void> {
     this.sub?.unsubscribe();
     this.sub = null;
-    await Promise.allSettled([...this.inflight]);
+    await this.stopping.track(Promise.allSettled([...this.inflight]));
   }
 }

@@ -14,8 +14,10 @@ import { ApiService } from './api-service.js';
 import type { Handlers } from './api-service.js';
 import type { BackendContext } from './context.js';
 import { EventWriter } from './event-writer.js';
+import { Deadline } from '../grace.js';
 import { ProjectionLoop } from './projection-loop.js';
 import { Registry } from './registry.js';
+import { loadSnapshot } from './snapshot.js';
 
 /** A long-lived part of the backend (reconciler loop, finalizer pool, http server...). */
 export interface Component {
@@ -39,7 +41,10 @@ export interface BackendOptions {
   nc?: NatsConnection;
   nodeId?: string;
   now?: () => number;
-  /** Each component's stop is bounded by this; a straggler is left, not waited for. */
+  /**
+   * The whole stop is bounded by this; a straggler is left, not waited for.
+   * @defaultValue `SONAR_STOP_GRACE` (10 s)
+   */
   stopTimeoutMs?: number;
 }
 
@@ -93,47 +98,48 @@ export class Backend {
       nodeId,
       now: opts.now ?? Date.now,
     };
-    await loop.start();
+    // A usable snapshot (snapshot.ts) leaves only the events after it to replay.
+    await loop.start(
+      await loadSnapshot({ nc, jsm, names: n, log: log.child({ component: 'snapshot' }) }),
+    );
     const api = new ApiService(nc, n, opts.parts.handlers(ctx), log.child({ component: 'api' }));
     const components = opts.parts.components.map((make) => make(ctx));
     for (const c of components) await c.start();
     api.start();
     log.info('backend started', { prefix: n.prefix, seq: loop.position });
-    return new Backend(ctx, api, components, !opts.nc, opts.stopTimeoutMs ?? 5_000);
+    return new Backend(ctx, api, components, !opts.nc, opts.stopTimeoutMs ?? config.stopGraceMs);
   }
 
+  /** Parts still working when the last stop gave up on them (SONAR_STOP_GRACE). */
+  stragglers: string[] = [];
+
   /**
-   * Stops taking requests, then stops the components in reverse order, each bounded by the
-   * stop timeout, so a slow part never holds shutdown past a supervisor's grace period.
+   * Stops taking requests, then stops the components in reverse order, then the projection
+   * and the connection, all within one stop grace (SONAR_STOP_GRACE): each part gets the time
+   * the ones before it left, and a part still working at the deadline is left running (and
+   * named in `stragglers`), so a slow part never holds shutdown past a supervisor's grace
+   * period. A finalization job left in hand comes back to another backend after its lease.
    */
   async stop(): Promise<void> {
     const { log } = this.ctx;
-    await bounded(this.api.stop(), this.stopTimeoutMs, () => log.warn('api stop timed out'));
-    for (const c of [...this.components].reverse()) {
-      await bounded(c.stop(), this.stopTimeoutMs, () =>
-        log.warn('component stop timed out', { component: c.name }),
-      );
+    const deadline = new Deadline(this.stopTimeoutMs);
+    this.stragglers = [];
+    const bounded = async (name: string, work: Promise<unknown>): Promise<void> => {
+      if ((await deadline.settle(work)) === 'done') return;
+      this.stragglers.push(name);
+      log.warn('stop grace ran out: left running', {
+        component: name,
+        graceMs: this.stopTimeoutMs,
+      });
+    };
+    await bounded('api', this.api.stop());
+    for (const c of [...this.components].reverse()) await bounded(c.name, c.stop());
+    await bounded('projection', this.ctx.loop.stop());
+    if (this.ownsConnection) {
+      const drained = await deadline.settle(this.ctx.nc.drain());
+      // Out of time: close without flushing; unacked work comes back after its lease.
+      if (drained === 'timeout') await this.ctx.nc.close().catch(() => {});
     }
-    await bounded(this.ctx.loop.stop(), this.stopTimeoutMs, () =>
-      log.warn('projection stop timed out'),
-    );
-    if (this.ownsConnection) await this.ctx.nc.drain().catch(() => {});
-    log.info('backend stopped');
+    log.info('backend stopped', { stragglers: this.stragglers });
   }
-}
-
-async function bounded(p: Promise<unknown>, ms: number, onTimeout: () => void): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<'timeout'>((resolve) => {
-    timer = setTimeout(() => resolve('timeout'), ms);
-  });
-  const result = await Promise.race([
-    p.then(
-      () => 'done' as const,
-      () => 'done' as const,
-    ),
-    timeout,
-  ]);
-  clearTimeout(timer);
-  if (result === 'timeout') onTimeout();
 }

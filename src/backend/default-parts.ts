@@ -1,8 +1,12 @@
 import type { BackendParts } from './backend.js';
 import { createOutputStore } from '../storage/create-output-store.js';
+import { httpComponent } from '../http/http-component.js';
+import { dashboardComponent } from '../http/dashboard/dashboard-component.js';
 import { finalizerPool } from './finalizer-pool.js';
 import { apiHandlers } from './handlers/index.js';
 import { reconcilerLoop } from './reconciler-loop.js';
+import { snapshotter } from './snapshotter.js';
+import { sweeper } from './sweeper.js';
 
 /**
  * The parts a `sonar backend` runs. Each issue's component registers itself here:
@@ -10,6 +14,17 @@ import { reconcilerLoop } from './reconciler-loop.js';
  */
 export const defaultParts: BackendParts = {
   handlers: apiHandlers,
-  components: [finalizerPool(), reconcilerLoop()],
+  // httpComponent: /healthz, /readyz, /metrics and registered routes, when SONAR_HTTP_PORT is set.
+  // snapshotter first: components stop in reverse order, so its stop-time snapshot comes
+  // after the others have stopped appending.
+  // dashboardComponent before httpComponent: open before the server mounts it, closed after.
+  components: [
+    snapshotter(),
+    finalizerPool(),
+    reconcilerLoop(),
+    sweeper(),
+    dashboardComponent(),
+    httpComponent(),
+  ],
   outputs: createOutputStore,
 };

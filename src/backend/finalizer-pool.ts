@@ -2,6 +2,7 @@ import type { JsMsg } from '@nats-io/jetstream';
 import type { FinalizeJob } from '../../streams/queues.js';
 import { parseDuration } from '../duration.js';
 import type { Logger } from '../log.js';
+import { signalMetric } from '../metrics.js';
 import type { OutputStore } from '../storage/output-store.js';
 import { KvResultsSink } from '../storage/results-sink.js';
 import type { ResultsSink } from '../storage/results-sink.js';
@@ -18,6 +19,7 @@ import type { JobDeps } from './finalize-job.js';
 import { MaxDeliveriesWatcher } from './max-deliveries-watcher.js';
 import { Poisoner } from './poison.js';
 import { SerialPuller } from './serial-puller.js';
+import { StragglerGuard } from './straggler-guard.js';
 
 /** User input; every field optional (STYLE C3). Durations are ms or strings like `30s`. */
 export interface FinalizerPoolOptions {
@@ -125,6 +127,7 @@ export class FinalizerPool implements Component {
   private poisoner!: Poisoner;
   private renewMs = 10_000;
   private maxDeliver = -1;
+  private readonly stopping = new StragglerGuard('finalizer');
 
   constructor(
     private readonly ctx: BackendContext,
@@ -134,7 +137,10 @@ export class FinalizerPool implements Component {
     this.log = ctx.log.child({ component: 'finalizer' });
   }
 
+  /** @throws StillStoppingError while a job of the last run is still in hand. */
   async start(): Promise<void> {
+    // A lane left in a slow sink write by a bounded stop still holds (and renews) its job.
+    this.stopping.assertIdle();
     const { ctx, opts } = this;
     const sink = this.userOpts.sink ?? (await KvResultsSink.open(ctx.nc, ctx.names));
     this.failures = await FailureLog.open(ctx.nc, ctx.names);
@@ -198,8 +204,9 @@ export class FinalizerPool implements Component {
 
   /** Stops pulling; jobs in hand finish (the backend bounds this; others return after the lease). */
   async stop(): Promise<void> {
-    await Promise.all([...this.lanes.map((l) => l.stop()), this.watcher?.stop()]);
+    const lanes = this.lanes;
     this.lanes = [];
+    await this.stopping.track(Promise.all([...lanes.map((l) => l.stop()), this.watcher?.stop()]));
   }
 
   private async handle(msg: JsMsg): Promise<void> {
@@ -212,6 +219,7 @@ export class FinalizerPool implements Component {
     const renew = setInterval(() => {
       try {
         msg.working();
+        signalMetric({ kind: 'lease-renewal', nodeId: this.ctx.nodeId });
       } catch (_err: unknown) {
         // Connection gone: the job comes back to a live finalizer after its lease.
       }

@@ -32,6 +32,10 @@ export async function reenqueueLostFinalizations(
   deps: { jsm: JetStreamManager; js: JetStreamClient; names: Names; projection: Projection },
   now: number,
   leaseMs: number,
+  opts: {
+    /** A msg id of the caller's own (the sweep), so that the original's dedupe cannot drop it. */
+    msgId?: (job: FinalizeJob, round: number) => string;
+  } = {},
 ): Promise<string[]> {
   const { jsm, js, names: n, projection: p } = deps;
   const candidates = staleFinalizing(p, now, leaseMs);
@@ -55,7 +59,13 @@ export async function reenqueueLostFinalizations(
       outputRef: c.output.ref,
       ...(c.output.inline !== null && { outputInline: c.output.inline }),
     };
-    const ack = await enqueueFinalization(js, n, job, c.finalizeRound);
+    const ack = await enqueueFinalization(
+      js,
+      n,
+      job,
+      c.finalizeRound,
+      opts.msgId?.(job, c.finalizeRound),
+    );
     if (!ack.duplicate) out.push(keyOf(runId, taskId));
   }
   return out;

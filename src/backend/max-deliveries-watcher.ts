@@ -49,7 +49,7 @@ export class MaxDeliveriesWatcher {
   private puller: SerialPuller | null = null;
 
   constructor(
-    private readonly deps: {
+    readonly deps: {
       jsm: JetStreamManager;
       names: Names;
       failures: FailureLog;
@@ -83,40 +83,63 @@ export class MaxDeliveriesWatcher {
   }
 
   private async handleAdvisory(a: MaxDeliveriesAdvisory): Promise<void> {
-    const { jsm, names, failures, poisoner, log } = this.deps;
-    const stream = names.streams.finalize;
-    if (a.stream !== stream || a.consumer !== names.consumers.finalizer) return;
+    const { names, log } = this.deps;
+    if (a.stream !== names.streams.finalize || a.consumer !== names.consumers.finalizer) return;
     if (typeof a.stream_seq !== 'number') return;
-    let stored;
-    try {
-      stored = await jsm.streams.getMessage(stream, { seq: a.stream_seq });
-    } catch (err: unknown) {
-      if (isNoMessage(err)) return; // acked late, or already moved: nothing held
-      throw err;
-    }
-    if (!stored) return;
-    const job = parseJob(stored.data);
-    if (job) {
-      const history = await failures.history(job.runId, job.taskId, job.attemptId);
-      const last = history.at(-1)?.error ?? 'finalize lease expired on its last delivery';
-      const outcome = await poisoner.poison(job, {
-        error: last,
-        deliveries: a.deliveries ?? history.length,
-      });
-      log.info('max deliveries handled', {
-        seq: a.stream_seq,
-        outcome,
-        runId: job.runId,
-        taskId: job.taskId,
-      });
-    } else {
-      await poisoner.poisonUnreadable(stored.subject, stored.data);
-    }
-    // Poisoned (or stale): the job leaves the work queue and releases the ack floor.
-    try {
-      await jsm.streams.deleteMessage(stream, a.stream_seq, false);
-    } catch (err: unknown) {
-      if (!isNoMessage(err)) throw err;
-    }
+    const held = await poisonHeldJob(this.deps, a.stream_seq, a.deliveries);
+    if (held.outcome !== 'gone') log.info('max deliveries handled', { seq: a.stream_seq, ...held });
   }
+}
+
+/** What became of a job held in the finalize work queue past max_deliver. */
+export interface HeldJob {
+  /** `gone`: acked late or already moved; `unreadable`: not a job, its bytes were kept. */
+  outcome: 'poisoned' | 'stale' | 'unreadable' | 'gone';
+  runId?: string;
+  taskId?: string;
+}
+
+/**
+ * Moves the job at `streamSeq` of the finalize stream, which ran out of deliveries, to
+ * `SONAR_POISON` (TaskPoisoned while its attempt is current; stale jobs are only dropped),
+ * then deletes it from the work queue, which releases the ack floor. Idempotent: the poison
+ * record and TaskPoisoned are deduplicated, and a job already gone is `gone`. Used by the
+ * advisory watcher and by the full sweep.
+ */
+export async function poisonHeldJob(
+  deps: Pick<MaxDeliveriesWatcher['deps'], 'jsm' | 'names' | 'failures' | 'poisoner'>,
+  streamSeq: number,
+  deliveries?: number,
+): Promise<HeldJob> {
+  const { jsm, names, failures, poisoner } = deps;
+  const stream = names.streams.finalize;
+  let stored;
+  try {
+    stored = await jsm.streams.getMessage(stream, { seq: streamSeq });
+  } catch (err: unknown) {
+    if (isNoMessage(err)) return { outcome: 'gone' }; // acked late, or already moved
+    throw err;
+  }
+  if (!stored) return { outcome: 'gone' };
+  const job = parseJob(stored.data);
+  let held: HeldJob;
+  if (job) {
+    const history = await failures.history(job.runId, job.taskId, job.attemptId);
+    const last = history.at(-1)?.error ?? 'finalize lease expired on its last delivery';
+    const outcome = await poisoner.poison(job, {
+      error: last,
+      deliveries: deliveries ?? history.length,
+    });
+    held = { outcome, runId: job.runId, taskId: job.taskId };
+  } else {
+    await poisoner.poisonUnreadable(stored.subject, stored.data);
+    held = { outcome: 'unreadable' };
+  }
+  // Poisoned (or stale): the job leaves the work queue and releases the ack floor.
+  try {
+    await jsm.streams.deleteMessage(stream, streamSeq, false);
+  } catch (err: unknown) {
+    if (!isNoMessage(err)) throw err;
+  }
+  return held;
 }

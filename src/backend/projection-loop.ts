@@ -20,6 +20,7 @@ export class ProjectionLoop {
   private closer: (() => Promise<void>) | null = null;
   private done: Promise<void> | null = null;
   private skippedCount = 0;
+  private stopped = false;
 
   constructor(
     private readonly store: EventStore,
@@ -38,13 +39,25 @@ export class ProjectionLoop {
     return this.skippedCount;
   }
 
-  /** Replays to the end of the stream, then follows it in the background. */
-  async start(): Promise<void> {
+  /**
+   * Replays to the end of the stream, then follows it in the background. Given a snapshot
+   * (src/backend/snapshot.ts), starts from its state and replays only the events after it.
+   */
+  async start(
+    from?: { header: { seq: number; skipped: number }; projection: Projection } | null,
+  ): Promise<void> {
     const started = performance.now();
-    await this.store.replay((r) => this.apply(r, false));
+    if (from) {
+      // In place: nothing holds the projection yet, but keep the one object regardless.
+      Object.assign(this.projection, from.projection);
+      this.position = from.header.seq;
+      this.skippedCount = from.header.skipped;
+    }
+    await this.store.replay((r) => this.apply(r, false), { fromSeq: this.position + 1 });
     this.log.info('projection replayed', {
       seq: this.position,
       tasks: this.projection.tasks.size,
+      ...(from && { snapshotSeq: from.header.seq, tail: this.position - from.header.seq }),
       ms: Math.round(performance.now() - started),
     });
     const { records, close } = await this.store.follow({ fromSeq: this.position + 1 });
@@ -86,11 +99,14 @@ export class ProjectionLoop {
 
   /** Resolves once the loop has applied stream sequence `seq` (read-your-writes). */
   waitFor(seq: number): Promise<void> {
-    if (seq <= this.position) return Promise.resolve();
+    // Once stopped nothing more is applied: a writer left running past a bounded stop (a
+    // straggler) must not wait forever, as the waiters at stop time do not.
+    if (seq <= this.position || this.stopped) return Promise.resolve();
     return new Promise((resolve) => this.waiters.push({ seq, resolve }));
   }
 
   async stop(): Promise<void> {
+    this.stopped = true;
     await this.closer?.();
     await this.done;
     for (const w of this.waiters) w.resolve();

@@ -1,12 +1,14 @@
 import { Kvm } from '@nats-io/kv';
 import type { LiveWorker } from '../../actors/reconciler/fleet.js';
 import type { Logger } from '../log.js';
+import { signalMetric } from '../metrics.js';
 import type { Component } from './backend.js';
 import type { BackendContext } from './context.js';
 import { DecisionWriter } from './decision-writer.js';
 import { dispatchTask } from './dispatch.js';
 import { LeaderLock } from './leader.js';
 import { ReconcilePass } from './reconcile-pass.js';
+import { StragglerGuard } from './straggler-guard.js';
 import type { Dispatch, PassSummary } from './reconcile-pass.js';
 
 export interface ReconcilerLoopOptions {
@@ -82,6 +84,7 @@ export class ReconcilerLoop implements Component {
   private registry: { entries: LiveWorker[]; readAt: number } | null = null;
   /** The last full pass's outcome (tests, status). */
   lastSummary: PassSummary | null = null;
+  private readonly stopping = new StragglerGuard('reconciler');
 
   constructor(
     private readonly ctx: BackendContext,
@@ -99,7 +102,11 @@ export class ReconcilerLoop implements Component {
     return this.lock?.isLeader() ?? false;
   }
 
+  /** @throws StillStoppingError while a pass of the last run is still going. */
   async start(): Promise<void> {
+    // A pass left running by a bounded stop would otherwise run beside a new loop's passes.
+    this.stopping.assertIdle();
+    this.stopped = false;
     const { ctx } = this;
     const kv = await new Kvm(ctx.nc).open(ctx.names.buckets.locks);
     this.lock = new LeaderLock({
@@ -129,10 +136,17 @@ export class ReconcilerLoop implements Component {
     this.stopped = true;
     if (this.timer) clearInterval(this.timer);
     if (this.promptTimer) clearTimeout(this.promptTimer);
+    this.timer = null;
+    this.promptTimer = null;
     this.unsubscribe?.();
-    await this.renewing;
-    await this.running;
-    await this.lock?.release();
+    this.unsubscribe = null;
+    await this.stopping.track(
+      (async () => {
+        await this.renewing;
+        await this.running;
+        await this.lock?.release();
+      })(),
+    );
   }
 
   /** The clock on the server's time line. */
@@ -212,10 +226,17 @@ export class ReconcilerLoop implements Component {
     const fresh =
       this.registry !== null && this.monotonic() - this.registry.readAt <= this.ctx.config.tickMs;
     const entries = full || !fresh ? await this.readRegistry() : this.registry!.entries;
+    const started = performance.now();
     const summary = await this.pass!.run({
       entries,
       full,
       ageFloorPassed: this.ageFloorPassed(),
+    });
+    signalMetric({
+      kind: 'reconcile-pass',
+      nodeId: this.ctx.nodeId,
+      ms: performance.now() - started,
+      full,
     });
     if (full) this.lastSummary = summary;
   }

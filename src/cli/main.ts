@@ -8,6 +8,13 @@ import { registerReplay } from './commands/replay.js';
 import { registerSubmit } from './commands/submit.js';
 import { registerTail } from './commands/tail.js';
 import { registerWorker } from './commands/worker.js';
+import { registerDev } from './commands/dev.js';
+import { registerRerun } from './commands/rerun.js';
+import { registerResults } from './commands/results.js';
+import { registerStatus } from './commands/status.js';
+import { registerWorkers } from './commands/workers.js';
+import { registerSweep } from './commands/sweep.js';
+import { HELP_FOOTER } from './help.js';
 import { reportError } from './output.js';
 
 /** `sonar <verb>` (DESIGN.md section 8): one file per verb under commands/. */
@@ -25,6 +32,13 @@ export function buildProgram(): Command {
   registerSubmit(program);
   registerCancel(program);
   registerPlan(program);
+  registerDev(program);
+  registerWorkers(program);
+  registerStatus(program);
+  registerResults(program);
+  registerRerun(program);
+  registerSweep(program);
+  program.addHelpText('after', HELP_FOOTER);
   return program;
 }
 

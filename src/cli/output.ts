@@ -6,8 +6,23 @@ export class UsageError extends Error {
   override readonly name = 'UsageError';
 }
 
+/**
+ * A command that already printed its outcome (e.g. `submit --wait` on a failed run, with
+ * `--json` on stdout) ends with this: `sonar: <message>` on stderr, no JSON error, the code.
+ */
+export class CommandFailed extends Error {
+  override readonly name = 'CommandFailed';
+  constructor(
+    message: string,
+    readonly exitCode = 1,
+  ) {
+    super(message);
+  }
+}
+
 /** Exit codes: 2 for usage or validation, 1 for everything else (STYLE C6). */
 export function exitCodeOf(err: unknown): number {
+  if (err instanceof CommandFailed) return err.exitCode;
   if (err instanceof UsageError || isConfigError(err)) return 2;
   if (isSonarError(err, ErrorCode.Validation)) return 2;
   return 1;
@@ -16,7 +31,7 @@ export function exitCodeOf(err: unknown): number {
 /** Prints `sonar: <message>` (and `--json` callers get the wire shape on stdout). */
 export function reportError(err: unknown, json = false): number {
   const message = err instanceof Error ? err.message : String(err);
-  if (json) {
+  if (json && !(err instanceof CommandFailed)) {
     const code = isSonarError(err)
       ? err.code
       : exitCodeOf(err) === 2

@@ -117,6 +117,13 @@ export interface WorkerOptions {
    */
   pullExpiresMs?: number;
   /**
+   * `SONAR_STOP_GRACE`: after the drain deadline, the most the worker spends releasing what
+   * still runs, saying goodbye and closing; a step still going then is left behind (the
+   * backend recovers what it held) and the worker stops.
+   * @defaultValue `'10s'`
+   */
+  stopGraceMs?: Duration;
+  /**
    * @defaultValue silent
    */
   log?: Logger;
@@ -135,6 +142,7 @@ export interface ResolvedWorkerOptions extends Required<
   spotMarginMs: number;
   spotPollMs: number;
   killGraceMs: number;
+  stopGraceMs: number;
 }
 
 const ms = (value: Duration | undefined, fallback: string): number =>
@@ -161,6 +169,7 @@ export function resolveWorkerOptions(opts: WorkerOptions): ResolvedWorkerOptions
     requestTimeoutMs: opts.requestTimeoutMs ?? 5_000,
     killGraceMs: ms(opts.killGraceMs, '5s'),
     pullExpiresMs: Math.max(1_000, opts.pullExpiresMs ?? 1_000),
+    stopGraceMs: ms(opts.stopGraceMs, '10s'),
     log: opts.log ?? silentLogger,
   };
 }

@@ -23,6 +23,7 @@ export class Pulse {
 
   /** Puts the entry now, then every interval. */
   async start(): Promise<void> {
+    if (this.timer) return; // started already: one loop of puts, never two
     await this.beat();
     this.timer = setInterval(() => {
       void this.beat().catch((err: unknown) => this.log.warn('pulse failed', { err }));

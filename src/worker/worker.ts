@@ -28,6 +28,7 @@ import { ImdsClient, SpotNoticeWatcher } from './spot-notice.js';
 import { packOutput, toBytes } from './task-output.js';
 import type { ResultOutput } from './task-output.js';
 import type { SpotNotice } from './spot-notice.js';
+import { Deadline } from '../grace.js';
 
 /** The worker's lifecycle (STYLE.md C7): Idle -> Running -> Draining -> Stopped, or Failed. */
 export type WorkerState = 'Idle' | 'Running' | 'Draining' | 'Stopped' | 'Failed';
@@ -515,28 +516,37 @@ export class Worker {
     });
     await Promise.race([this.idle(), deadlineCame]);
     clearTimeout(timer);
+    // From here on, everything shares one stop grace (SONAR_STOP_GRACE): a handler that
+    // ignores its abort or an unreachable backend is left behind, never waited for.
+    const grace = new Deadline(this.opts.stopGraceMs);
+    const bounded = async (what: string, work: Promise<unknown>): Promise<void> => {
+      if ((await grace.settle(work)) === 'timeout') {
+        this.log.warn('stop grace ran out: left running', { what });
+      }
+    };
     if (this.handling > 0) {
       this.releasing = true;
       const left = [...this.tasks.values()];
       this.log.info('drain deadline: releasing tasks', { count: left.length });
-      await Promise.all(left.map((t) => this.release(t)));
+      await bounded('release', Promise.all(left.map((t) => this.release(t))));
     }
-    await this.idle();
-    await Promise.all(this.pullLoops);
+    await bounded('tasks', this.idle());
+    await bounded('pulls', Promise.all(this.pullLoops));
     if (this._state !== 'Draining') return; // failed meanwhile
     try {
       await this.api?.request(
         'leave',
         { workerId: this.workerId },
-        { retryForMs: GOODBYE_RETRY_MS },
+        { retryForMs: Math.min(GOODBYE_RETRY_MS, grace.remainingMs) },
       );
     } catch (err: unknown) {
       this.log.warn('leave not recorded', { err });
     }
-    await this.pulse
+    const removed = this.pulse
       ?.remove()
       .catch((err: unknown) => this.log.warn('registry key not deleted', { err }));
-    await this.close();
+    await bounded('registry key', removed ?? Promise.resolve());
+    await this.close(grace);
     this._state = 'Stopped';
     this.log.info('worker stopped');
     this.settle.resolve();
@@ -557,11 +567,15 @@ export class Worker {
     this.settle.reject(err);
   }
 
-  private async close(): Promise<void> {
+  private async close(grace?: Deadline): Promise<void> {
     this.lifecycle.abort();
     this.cancelSub?.unsubscribe();
     this.cancelSub = null;
-    if (!this.opts.nc && this.nc) await this.nc.drain().catch(() => {});
+    if (this.opts.nc || !this.nc) return;
+    const drained = this.nc.drain().catch(() => {});
+    // Out of grace: close without flushing.
+    if (grace && (await grace.settle(drained)) === 'timeout') await this.nc.close().catch(() => {});
+    else await drained;
   }
 }
 

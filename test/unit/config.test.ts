@@ -47,6 +47,7 @@ describe('loadConfig', () => {
         replicas: 1,
         retentionMs: 30 * 86_400_000,
         fullSweepMs: 3_600_000,
+        stopGraceMs: 10_000,
         imdsUrl: 'http://169.254.169.254',
       };
       expect(loadConfig({})).toStrictEqual(expected);
@@ -101,6 +102,7 @@ describe('loadConfig', () => {
         SONAR_HTTP_PORT: '8080',
         SONAR_RETENTION: '7d',
         SONAR_FULL_SWEEP: '30m',
+        SONAR_STOP_GRACE: '4s',
         SONAR_IMDS_URL: 'http://127.0.0.1:1338/',
         SONAR_S3_ENDPOINT: 'http://127.0.0.1:9000',
         SONAR_S3_BUCKET: 'outputs',
@@ -135,6 +137,7 @@ describe('loadConfig', () => {
         httpPort: 8080,
         retentionMs: 7 * 86_400_000,
         fullSweepMs: 1_800_000,
+        stopGraceMs: 4_000,
         imdsUrl: 'http://127.0.0.1:1338',
         s3: {
           endpoint: 'http://127.0.0.1:9000',
@@ -328,7 +331,7 @@ describe('loadConfig', () => {
 
 describe('configVariables', () => {
   it('lists the SONAR_* variables of DESIGN.md §9', () => {
-    expect(configVariables).toHaveLength(32);
+    expect(configVariables).toHaveLength(34);
     expect(configVariables[0]).toBe('SONAR_NATS_URL');
     expect(configVariables.every((v) => v.startsWith('SONAR_'))).toBe(true);
   });

@@ -1,18 +1,20 @@
 import type { Command } from 'commander';
 import { Backend } from '../../backend/backend.js';
 import { defaultParts } from '../../backend/default-parts.js';
+import { serveUntilSignal } from '../../backend/serve-until-signal.js';
 import { configFlag, configVariables, loadConfig } from '../../config.js';
+import { configHelp } from '../config-help.js';
 
 /**
  * `sonar backend` (DESIGN.md section 8): one backend process (API, projection, reconciler,
- * finalizers). Every `SONAR_*` variable is also a flag (`--pulse-ttl 15s`). Stops cleanly on
- * SIGTERM or SIGINT.
+ * finalizers). Every `SONAR_*` variable is also a flag (`--pulse-ttl 15s`). Stops on SIGTERM or
+ * SIGINT within SONAR_STOP_GRACE.
  */
 export function registerBackend(program: Command): void {
   const cmd = program
     .command('backend')
     .description('run a backend: the API, the projection, the reconciler and finalizers');
-  for (const v of configVariables) cmd.option(`--${configFlag(v)} <value>`, v);
+  for (const v of configVariables) cmd.option(`--${configFlag(v)} <value>`, configHelp(v));
   cmd.option('--server <url>', 'NATS server (same as --nats-url)');
   cmd.action(async (flags: Record<string, string | undefined>) => {
     const config = loadConfig(process.env, {
@@ -20,10 +22,7 @@ export function registerBackend(program: Command): void {
       ...(flags['server'] !== undefined && { SONAR_NATS_URL: flags['server'] }),
     });
     const backend = await Backend.start({ config, parts: defaultParts });
-    await new Promise<void>((resolve) => {
-      process.once('SIGTERM', resolve);
-      process.once('SIGINT', resolve);
-    });
-    await backend.stop();
+    // Stops within SONAR_STOP_GRACE and exits even with a part left running.
+    await serveUntilSignal(backend, { graceMs: config.stopGraceMs });
   });
 }

@@ -1,57 +1,121 @@
 import { readFile } from 'node:fs/promises';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Command } from 'commander';
-import { ErrorCode, SonarError, ValidationError } from '../../../actors/errors.js';
+import { ValidationError } from '../../../actors/errors.js';
+import type { Projection } from '../../../actors/projection.js';
+import { EventStore } from '../../../streams/event-store.js';
+import { ProjectionLoop } from '../../backend/projection-loop.js';
+import { tasksByState } from '../../backend/task-counts.js';
 import { SonarClient } from '../../client/client.js';
+import { silentLogger } from '../../log.js';
 import { withConnection } from '../context.js';
 import type { ConnectionFlags } from '../context.js';
-import { UsageError } from '../output.js';
+import { LiveDisplay } from '../live-display.js';
+import { CommandFailed, isTty, paint, UsageError, writeOut } from '../output.js';
+import { failureLines, runFailures } from '../run-failures.js';
+import { progressLines, RateTracker, shortDuration, stepProgress } from '../run-progress.js';
 
 const TERMINAL_RUN_STATES = new Set(['Succeeded', 'Failed', 'Cancelled']);
+
+interface SubmitFlags extends ConnectionFlags {
+  wait?: boolean;
+  json?: boolean;
+}
+
+/**
+ * Follows the run in the projection (which follows the event stream) until it ends, drawing
+ * a progress bar per step: done/total, rate, ETA. Redrawn in place on a terminal, plain lines
+ * every few seconds when piped, nothing with `--json`.
+ */
+async function watchRun(p: Projection, runId: string, json: boolean): Promise<string> {
+  const tty = isTty();
+  const display = json ? null : new LiveDisplay({ tty });
+  const rates = new RateTracker();
+  const started = performance.now();
+  for (;;) {
+    const state = p.runs.get(runId)?.snapshot.value;
+    display?.update([
+      `run ${runId}: ${state ?? 'submitting'}  ${paint(tty, 'dim', shortDuration(performance.now() - started))}`,
+      ...progressLines(stepProgress(p, runId), rates, tty),
+    ]);
+    if (state !== undefined && TERMINAL_RUN_STATES.has(state)) {
+      display?.finish();
+      return state;
+    }
+    await delay(tty ? 200 : 500);
+  }
+}
 
 /**
  * `sonar submit RUN.json [--wait]` (DESIGN.md section 8): validates the run file (every
  * problem listed, exit 2, nothing sent), submits it in chunks, prints `{runId, taskCount}`.
- * With `--wait`, follows the run until it ends: exit 0 when it succeeded, 1 otherwise.
+ * With `--wait` it follows the run's events until the run ends, with a progress bar per step;
+ * exit 0 when the run succeeded, 1 otherwise, after listing what failed and why.
  */
 export function registerSubmit(program: Command): void {
   program
     .command('submit')
-    .description('submit a run file')
+    .description('submit a run file; with --wait, follow it to its end')
     .argument('<file>', 'run file (JSON); `-` reads stdin')
-    .option('--wait', 'wait until the run ends; exit 1 unless it succeeded')
-    .option('--json', 'print JSON')
+    .option('--wait', 'show progress until the run ends; exit 0 if it succeeded, 1 otherwise')
+    .option('--json', 'print JSON: the submit answer, and with --wait the final state')
     .option('--server <url>', 'NATS server (default: SONAR_NATS_URL)')
     .option('--prefix <prefix>', 'topology prefix (default: SONAR_PREFIX)')
-    .action(async (file: string, opts: ConnectionFlags & { wait?: boolean; json?: boolean }) => {
+    .addHelpText(
+      'after',
+      '\nRun file: {"runId":"scan-42","steps":[{"id":"crawl","tags":["linux"],"maxConcurrent":10,\n' +
+        '  "after":[],"output":"json","timeoutMs":600000,"tasks":[{"id":"t1",\n' +
+        '  "command":["sh","-c","echo hi"],"input":{},"maxAttempts":3}]}]}\n' +
+        'Exit codes: 0 submitted (with --wait: succeeded), 1 failed or unreachable, 2 bad file.',
+    )
+    .action(async (file: string, opts: SubmitFlags) => {
       const runFile = parseRunFile(file, await readText(file));
-      await withConnection(opts, async ({ nc, config }) => {
+      await withConnection(opts, async ({ nc, config, names }) => {
         const client = new SonarClient(nc, {
           prefix: config.prefix,
           maxInputBytes: config.maxInputBytes,
         });
-        const submitted = await client.submit(runFile);
-        process.stdout.write(
-          opts.json
-            ? `${JSON.stringify(submitted)}\n`
-            : `submitted run ${submitted.runId}: ${submitted.taskCount} tasks\n`,
-        );
-        if (!opts.wait) return;
-        for (;;) {
-          const status = await client.status(submitted.runId);
-          if (status.state !== null && TERMINAL_RUN_STATES.has(status.state)) {
-            if (opts.json) process.stdout.write(`${JSON.stringify(status)}\n`);
-            else process.stdout.write(`run ${status.runId} ${status.state}\n`);
-            if (status.state !== 'Succeeded') {
-              throw new SonarError(
-                ErrorCode.IllegalTransition,
-                `run ${status.runId} ended ${status.state}`,
-                { runId: status.runId, state: status.state },
-              );
-            }
-            return;
+        const store = new EventStore(nc, names);
+        // Following starts before the submit, so no event of the run is missed.
+        const loop = opts.wait ? new ProjectionLoop(store, silentLogger) : null;
+        await loop?.start();
+        try {
+          const submitted = await client.submit(runFile);
+          await writeOut(
+            opts.json
+              ? `${JSON.stringify(submitted)}\n`
+              : `submitted run ${submitted.runId}: ${submitted.taskCount} tasks\n`,
+          );
+          if (!loop) return;
+          const { runId } = submitted;
+          const p = loop.projection;
+          const state = await watchRun(p, runId, Boolean(opts.json));
+          const report = await runFailures(p, store, runId);
+          const run = p.runs.get(runId)!.snapshot;
+          if (opts.json) {
+            await writeOut(
+              `${JSON.stringify({
+                runId,
+                state,
+                reason: run.context.reason,
+                tasks: tasksByState(p, runId),
+                failures: report.failures,
+              })}\n`,
+            );
+          } else {
+            const color = isTty();
+            const head = `run ${runId} ${state}${run.context.reason ? `: ${run.context.reason}` : ''}`;
+            await writeOut(
+              `${[paint(color, state === 'Succeeded' ? 'green' : 'red', head), ...failureLines(runId, report, color)].join('\n')}\n`,
+            );
           }
-          await delay(1_000);
+          if (state !== 'Succeeded') {
+            throw new CommandFailed(
+              `run ${runId} ended ${state}${run.context.reason ? ` (${run.context.reason})` : ''}`,
+            );
+          }
+        } finally {
+          await loop?.stop();
         }
       });
     });

@@ -82,6 +82,7 @@ export function registerWorker(program: Command): void {
         prefix: config.prefix,
         ...(flags.workerId !== undefined && { workerId: flags.workerId }),
         drainGraceMs: config.drainGraceMs,
+        stopGraceMs: config.stopGraceMs,
         spot: flags.spot ?? 'auto',
         imdsUrl: config.imdsUrl,
         spotMarginMs: config.spotMarginMs,

@@ -1,0 +1,139 @@
+/**
+ * End-to-end benchmark (issue 8): prints tables (or `--json`) from one run.
+ *   npm run bench:e2e [-- --workers 4 --slots 16 --tasks 20000 --rounds 2 --events 1000000]
+ *
+ * One process tree on this machine: a nats-server with file storage (child), one backend
+ * (child: `node bin/sonar.js backend`, with orphanAge 5 s, pulse TTL 5 s, pulse every 1 s,
+ * everything else default), W SDK worker processes x S slots whose handler returns 2 bytes
+ * (inline output), and this process as the client. Each measurement runs `--rounds` times.
+ *
+ * Targets: throughput >= 60% of the ceiling (raw async publish in this run / JetStream writes
+ * per task); <= 8 writes per task on the default path; submit-to-start p50 <= 20 ms at
+ * 50 tasks/s; backend RSS < 300 MB at 100k tasks; restart rebuild < 10 s at 1M events.
+ * `--prof DIR` writes CPU profiles of the backend and workers there.
+ */
+import { mkdirSync } from 'node:fs';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
+import { names } from '../streams/names.js';
+import { SonarClient } from '../src/client/client.js';
+import { startNatsServer } from '../src/dev/nats-server.js';
+import { rawPublishRate } from './e2e/measure.js';
+import { lightLoad, memoryAt, recovery, throughput } from './e2e/phases.js';
+import type { Env } from './e2e/phases.js';
+import { startBackend, startWorker } from './e2e/procs.js';
+import type { Child } from './e2e/procs.js';
+import { replayAtScale } from './e2e/replay-scale.js';
+import { costTable, mainRows, printTable } from './e2e/report.js';
+import type { E2eResult } from './e2e/report.js';
+
+const arg = (name: string, fallback: number): number => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i === -1 ? fallback : Number(process.argv[i + 1]);
+};
+const opts = {
+  workers: arg('workers', 4),
+  slots: arg('slots', 16),
+  tasks: arg('tasks', 20_000),
+  rounds: arg('rounds', 2),
+  events: arg('events', 1_000_000),
+  json: process.argv.includes('--json'),
+  prof: (() => {
+    const i = process.argv.indexOf('--prof');
+    return i === -1 ? undefined : process.argv[i + 1];
+  })(),
+};
+const ORPHAN_AGE_MS = 5_000;
+const log = (msg: string) => {
+  if (!opts.json) process.stderr.write(`[e2e] ${msg}\n`);
+};
+
+async function main(): Promise<void> {
+  if (opts.prof) mkdirSync(opts.prof, { recursive: true });
+  const server = await startNatsServer();
+  const nc = await connect({ servers: server.url, noAsyncTraces: true });
+  const children: Child[] = [];
+  try {
+    const prefix = 'bench';
+    const n = names(prefix);
+    const backend = await startBackend(
+      {
+        SONAR_NATS_URL: server.url,
+        SONAR_PREFIX: prefix,
+        SONAR_ORPHAN_AGE: `${ORPHAN_AGE_MS}ms`,
+        SONAR_PULSE_TTL: '5s',
+        SONAR_PULSE_INTERVAL: '1s',
+      },
+      opts.prof,
+    );
+    children.push(backend);
+    const workers = await Promise.all(
+      Array.from({ length: opts.workers }, (_, i) =>
+        startWorker(server.url, prefix, opts.slots, `bench-w${i}`, opts.prof),
+      ),
+    );
+    children.push(...workers);
+    const jsm = await jetstreamManager(nc);
+    const env: Env = { nc, jsm, n, client: new SonarClient(nc, { prefix }) };
+    const result: E2eResult = {
+      machine: { cpus: (await import('node:os')).cpus().length, node: process.version },
+      setup: opts,
+      rawPublish: [],
+      throughput: [],
+      light: [],
+      recovery: [],
+      memory: { at20kMb: 0, at100kMb: 0, peakMb: 0, tasks: 0 },
+      replay: null,
+    };
+
+    log('raw publish');
+    result.rawPublish.push(await rawPublishRate(nc, jsm, n));
+    log('warm-up');
+    await throughput(env, 'warmup', 2_000);
+    for (let r = 0; r < opts.rounds; r++) {
+      log(`throughput round ${r + 1}`);
+      result.throughput.push(await throughput(env, `tp${r}`, opts.tasks));
+      result.rawPublish.push(await rawPublishRate(nc, jsm, n));
+    }
+    for (let r = 0; r < opts.rounds; r++) {
+      log(`light load round ${r + 1}`);
+      result.light.push(await lightLoad(env, `lat${r}x`, 50, 300));
+    }
+    for (let r = 0; r < Math.min(opts.rounds, opts.workers - 1); r++) {
+      log(`recovery round ${r + 1}`);
+      const live = opts.workers - r;
+      result.recovery.push(
+        await recovery(env, `hold${r}`, (live * opts.slots) / 2, workers[r]!, ORPHAN_AGE_MS),
+      );
+    }
+    log('memory at 100k tasks');
+    const mem = await memoryAt(env, backend, 100_000);
+    result.memory = {
+      at20kMb: mem.before.rssMb,
+      at100kMb: mem.after.rssMb,
+      peakMb: mem.after.peakMb,
+      tasks: 100_000 + opts.tasks * opts.rounds + 2_000,
+    };
+    for (const c of children.splice(0).reverse()) await c.stop();
+
+    if (opts.events > 0) {
+      log(`replay at ${opts.events} events`);
+      result.replay = await replayAtScale(nc, server.url, opts.events, opts.prof);
+    }
+    if (opts.json) console.log(JSON.stringify(result, replacer, 2));
+    else {
+      printTable(['measure', 'result (range over rounds)', 'target'], mainRows(result));
+      console.log('');
+      printTable(['JetStream write', 'stream', 'per task'], costTable(result.throughput, prefix));
+    }
+  } finally {
+    for (const c of children.reverse()) await c.stop('SIGKILL');
+    await nc.close();
+    await server.stop();
+  }
+}
+
+/** Maps print as objects in `--json`. */
+const replacer = (_k: string, v: unknown) => (v instanceof Map ? Object.fromEntries(v) : v);
+
+await main();

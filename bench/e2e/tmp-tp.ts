@@ -1,0 +1,31 @@
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
+import { names } from '../../streams/names.js';
+import { SonarClient } from '../../src/client/client.js';
+import { startNatsServer } from '../../src/dev/nats-server.js';
+import { cpuSecondsOf, startBackend, startWorker } from './procs.js';
+import { throughput } from './phases.js';
+import { rawPublishRate } from './measure.js';
+const W = Number(process.env.W ?? 4), S = Number(process.env.S ?? 16), N = Number(process.env.N ?? 10000);
+const server = await startNatsServer();
+const nc = await connect({ servers: server.url, noAsyncTraces: true });
+const prof = process.env.PROF;
+const b = await startBackend({ SONAR_NATS_URL: server.url, SONAR_PREFIX: 'bench', SONAR_ORPHAN_AGE: '5s', SONAR_PULSE_TTL: '5s', SONAR_PULSE_INTERVAL: '1s', ...(process.env.FIN ? { SONAR_FINALIZERS: process.env.FIN } : {}) }, prof);
+const ws = await Promise.all(Array.from({ length: W }, (_, i) => startWorker(server.url, 'bench', S, `bench-w${i}`, process.env.WPROF ? prof : undefined)));
+const jsm = await jetstreamManager(nc);
+const n = names('bench');
+const env = { nc, jsm, n, client: new SonarClient(nc, { prefix: 'bench' }) };
+console.log('raw', Math.round(await rawPublishRate(nc, jsm, n)));
+await throughput(env, 'warm', 1000);
+for (let r = 0; r < Number(process.env.R ?? 1); r++) {
+  const pids = { server: server.pid, backend: b.pid, ...Object.fromEntries(ws.map((w) => [w.name, w.pid])), bench: process.pid };
+  const c0 = Object.fromEntries(Object.entries(pids).map(([k, p]) => [k, cpuSecondsOf(p)]));
+  const t = await throughput(env, `tp${r}`, N);
+  const c1 = Object.fromEntries(Object.entries(pids).map(([k, p]) => [k, cpuSecondsOf(p)]));
+  console.log('cpu s:', Object.keys(pids).map((k) => `${k} ${(c1[k]! - c0[k]!).toFixed(1)}`).join(', '), 'load', (await import('node:os')).loadavg()[0]);
+  console.log(Math.round(t.tasksPerSec), 'tasks/s', t.seconds.toFixed(1), 's; start p50', t.startP50, 'done p50', t.doneP50);
+}
+for (const w of ws) await w.stop();
+await b.stop();
+console.log(b.lines.filter(l => l.includes('"warn"') || l.includes('"error"')).slice(-5).join('\n'));
+await nc.close(); await server.stop();

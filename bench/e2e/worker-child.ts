@@ -1,0 +1,29 @@
+/**
+ * One bench worker process: `worker-child.ts <url> <prefix> <slots> <workerId>`. The handler
+ * is trivial (a 2-byte output, inline) unless the input asks it to hold the task
+ * (`{"holdMs": n}`, for the recovery measurement); a cancel aborts the hold. Prints `ready`
+ * once joined; SIGTERM drains.
+ */
+import { setTimeout as delay } from 'node:timers/promises';
+import { createLogger } from '../../src/log.js';
+import { createWorker } from '../../src/worker/worker.js';
+
+const [url, prefix, slots, workerId] = process.argv.slice(2) as [string, string, string, string];
+
+const worker = createWorker({
+  tags: ['bench'],
+  slots: Number(slots),
+  workerId,
+  prefix,
+  connection: { natsUrl: url },
+  log: createLogger({ level: 'warn' }),
+  handler: async (input, ctx) => {
+    const holdMs = (input as { holdMs?: number } | undefined)?.holdMs;
+    if (holdMs !== undefined) await delay(holdMs, undefined, { signal: ctx.signal });
+    return 'ok';
+  },
+});
+process.once('SIGTERM', () => void worker.drain('shutdown').catch(() => {}));
+await worker.start();
+console.log('ready');
+await worker.done.catch(() => {});

@@ -1,0 +1,173 @@
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { capacityAfter, capacityView } from '../../actors/reconciler/capacity.js';
+import { readFleet } from '../../actors/reconciler/fleet.js';
+import type { Projection } from '../../actors/projection.js';
+import { onMetricSignal } from '../metrics.js';
+import type { BackendContext } from './context.js';
+import { TASK_STATES, tasksByState } from './task-counts.js';
+import type { LiveEntry } from './registry.js';
+
+const WORKER_STATES = ['Active', 'Draining', 'Left', 'Lost'] as const;
+
+/** The same rule as readFleet's (DESIGN.md section 4), for one entry. */
+function isEligible(
+  e: LiveEntry,
+  p: Projection,
+  live: ReadonlySet<string>,
+  now: number,
+  ctx: BackendContext,
+): boolean {
+  if (!live.has(e.workerId) || !e.active) return false;
+  if (p.workers.get(e.workerId)?.snapshot.value === 'Draining') return false;
+  return now - Date.parse(e.pulseAt) <= ctx.config.pulseTtlMs;
+}
+
+/**
+ * One backend's Prometheus metrics (issue 6), in a registry of its own so that backends
+ * sharing a process never collide.
+ *
+ * - Gauges are read on scrape: tasks by state, poisoned, worker counts and the leader from the
+ *   projection; capacity per tag and global from the registry with the reconciler's own
+ *   functions; the finalize queue depth from the `SONAR_FINALIZE` stream.
+ * - Counters start at 0 with the process, as Prometheus expects, and are fed by events this
+ *   backend's projection applies (publishes, requeues by reason, recoveries, failures) and by
+ *   metric signals (reconcile pass duration, finalize lease renewals).
+ */
+export class BackendMetrics {
+  readonly registry = new Registry();
+  private readonly unsubscribe: (() => void)[] = [];
+  private readonly tasks: Gauge<'state'>;
+  private readonly poisoned: Gauge;
+  private readonly workers: Gauge<'state'>;
+  private readonly liveWorkers: Gauge;
+  private readonly eligibleWorkers: Gauge;
+  private readonly capacityTag: Gauge<'tag'>;
+  private readonly capacityGlobal: Gauge;
+  private readonly finalizeDepth: Gauge;
+  private readonly leader: Gauge;
+  private readonly position: Gauge;
+
+  constructor(private readonly ctx: BackendContext) {
+    const registers = [this.registry];
+    const gauge = <L extends string>(name: string, help: string, labelNames: L[] = []) =>
+      new Gauge<L>({ name, help, labelNames, registers });
+    this.tasks = gauge('sonar_tasks', 'Tasks by state (all runs the projection holds)', ['state']);
+    this.poisoned = gauge('sonar_tasks_poisoned', 'Tasks held Poisoned, waiting for an operator');
+    this.workers = gauge('sonar_workers', 'Workers by state, from the event log', ['state']);
+    this.liveWorkers = gauge('sonar_workers_live', 'Workers whose registry key exists');
+    this.eligibleWorkers = gauge(
+      'sonar_workers_eligible',
+      'Live workers that are active with a recent pulse (placement takes them)',
+    );
+    this.capacityTag = gauge('sonar_capacity', 'Free task capacity per tag', ['tag']);
+    this.capacityGlobal = gauge('sonar_capacity_global', 'Free task capacity, all tags');
+    this.finalizeDepth = gauge(
+      'sonar_finalize_queue_depth',
+      'Finalization jobs in the SONAR_FINALIZE work queue',
+    );
+    this.leader = gauge('sonar_reconciler_leader', '1 when this backend was last elected leader');
+    this.position = gauge('sonar_projection_seq', 'Stream sequence the projection has applied');
+
+    const counter = <L extends string>(name: string, help: string, labelNames: L[] = []) =>
+      new Counter<L>({ name, help, labelNames, registers });
+    const publishes = counter('sonar_task_publishes_total', 'Tasks published to a dispatch queue');
+    const requeues = counter('sonar_task_requeues_total', 'Tasks requeued, by reason', ['reason']);
+    const recoveries = counter(
+      'sonar_task_recoveries_total',
+      'Counted recoveries: worker-lost requeues and deaths at the recovery limit',
+    );
+    const failures = counter('sonar_task_attempt_failures_total', 'Task attempts that failed');
+    const finalized = counter('sonar_tasks_finalized_total', 'Tasks finalized (Succeeded)');
+    const renewals = counter(
+      'sonar_finalize_lease_renewals_total',
+      'In-progress acks renewing a finalization job lease',
+    );
+    const pass = new Histogram<'kind'>({
+      name: 'sonar_reconcile_pass_duration_seconds',
+      help: 'Duration of reconcile passes run by this backend while leader (full ticks and prompt passes)',
+      labelNames: ['kind'],
+      buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+      registers,
+    });
+    // Label children exist from the start, so a series reads 0 rather than being absent.
+    for (const reason of ['publish-timeout', 'worker-lost', 'worker-released', 'operator']) {
+      requeues.inc({ reason }, 0);
+    }
+
+    this.unsubscribe.push(
+      ctx.loop.onApplied(({ event }) => {
+        switch (event.type) {
+          case 'TaskPublished':
+            publishes.inc();
+            break;
+          case 'TaskRequeued':
+            requeues.inc({ reason: event.data.reason });
+            if (event.data.reason === 'worker-lost') recoveries.inc();
+            break;
+          case 'TaskDead':
+            recoveries.inc();
+            break;
+          case 'TaskAttemptFailed':
+            failures.inc();
+            break;
+          case 'TaskFinalized':
+            finalized.inc();
+            break;
+          default:
+            break;
+        }
+      }),
+      onMetricSignal((s) => {
+        if (s.nodeId !== ctx.nodeId) return;
+        if (s.kind === 'reconcile-pass') {
+          pass.observe({ kind: s.full ? 'full' : 'prompt' }, s.ms / 1000);
+        } else {
+          renewals.inc();
+        }
+      }),
+    );
+  }
+
+  /** The exposition text, with every gauge read now. */
+  async scrape(): Promise<string> {
+    await this.refresh();
+    return this.registry.metrics();
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+
+  close(): void {
+    for (const u of this.unsubscribe.splice(0)) u();
+  }
+
+  private async refresh(): Promise<void> {
+    const { ctx } = this;
+    const p = ctx.loop.projection;
+    const counts = tasksByState(p);
+    for (const s of TASK_STATES) this.tasks.set({ state: s }, counts[s]);
+    this.poisoned.set(counts.Poisoned);
+    const workerCounts = Object.fromEntries(WORKER_STATES.map((s) => [s, 0]));
+    for (const w of p.workers.values()) {
+      workerCounts[w.snapshot.value] = (workerCounts[w.snapshot.value] ?? 0) + 1;
+    }
+    for (const [state, n] of Object.entries(workerCounts)) this.workers.set({ state }, n);
+    this.leader.set(p.leader?.nodeId === ctx.nodeId ? 1 : 0);
+    this.position.set(ctx.loop.position);
+
+    const [entries, depth] = await Promise.all([
+      ctx.registry.live(),
+      ctx.jsm.streams.info(ctx.names.streams.finalize).then((i) => i.state.messages),
+    ]);
+    const now = ctx.now();
+    const fleet = readFleet(p, entries, now, ctx.config);
+    const cap = capacityView(capacityAfter(p, fleet, new Set(), [], ctx.config));
+    this.capacityTag.reset();
+    for (const [tag, n] of Object.entries(cap.tags)) this.capacityTag.set({ tag }, n);
+    this.capacityGlobal.set(cap.global);
+    this.liveWorkers.set(fleet.live.size);
+    this.eligibleWorkers.set(entries.filter((e) => isEligible(e, p, fleet.live, now, ctx)).length);
+    this.finalizeDepth.set(depth);
+  }
+}

@@ -1,0 +1,144 @@
+import type { Command } from 'commander';
+import { ErrorCode, SonarError } from '../../../actors/errors.js';
+import { assertId } from '../../../actors/ids.js';
+import { createOutputStore } from '../../storage/create-output-store.js';
+import { KvResultsSink, resultKeyOf } from '../../storage/results-sink.js';
+import type { StoredResult } from '../../storage/results-sink.js';
+import { withConnection } from '../context.js';
+import type { CliContext, ConnectionFlags } from '../context.js';
+import { writeOut } from '../output.js';
+
+interface ResultsFlags extends ConnectionFlags {
+  task?: string;
+  json?: boolean;
+}
+
+/** A result as `--json` prints it: the record, and the output when it is at hand. */
+export interface ResultView {
+  taskId: string;
+  stepId: string;
+  attemptId: string;
+  kind: 'json' | 'bytes';
+  bytes: number;
+  finalizedAt: string;
+  outputRef: string;
+  /** A `json` step's output, parsed. */
+  json?: unknown;
+  /** A `bytes` step's output, base64. */
+  base64?: string;
+}
+
+const decoder = new TextDecoder();
+
+/** Every stored result of a run, by task id. */
+async function resultsOf(sink: KvResultsSink, runId: string): Promise<StoredResult[]> {
+  const out: StoredResult[] = [];
+  const keys: string[] = [];
+  for await (const key of await sink.kv.keys(`${runId}.*`)) keys.push(key);
+  await Promise.all(
+    keys.map(async (key) => {
+      const r = await sink.get(runId, key.slice(runId.length + 1));
+      if (r) out.push(r);
+    }),
+  );
+  return out.sort((a, b) => (a.taskId < b.taskId ? -1 : a.taskId > b.taskId ? 1 : 0));
+}
+
+/** The output's bytes: copied into the record when small, else fetched from the output store. */
+async function outputOf(ctx: CliContext, r: StoredResult): Promise<Uint8Array> {
+  if (r.json !== undefined) return new TextEncoder().encode(JSON.stringify(r.json));
+  if (r.inline !== undefined) return Buffer.from(r.inline, 'base64');
+  const store = await createOutputStore(ctx.nc, ctx.config);
+  const data = await store.get(r.outputRef);
+  if (!data) {
+    throw new SonarError(
+      ErrorCode.NotFound,
+      `output ${r.outputRef} of ${r.runId}.${r.taskId} is not in the output store (purged?)`,
+      { outputRef: r.outputRef },
+    );
+  }
+  return data;
+}
+
+function viewOf(r: StoredResult, output: Uint8Array | null): ResultView {
+  const view: ResultView = {
+    taskId: r.taskId,
+    stepId: r.stepId,
+    attemptId: r.attemptId,
+    kind: r.kind,
+    bytes: r.bytes,
+    finalizedAt: r.finalizedAt,
+    outputRef: r.outputRef,
+  };
+  if (output === null) return view;
+  if (r.kind === 'json') view.json = JSON.parse(decoder.decode(output)) as unknown;
+  else view.base64 = Buffer.from(output).toString('base64');
+  return view;
+}
+
+/** One line per task: step, task, size, and a preview of a small output. */
+function listText(runId: string, results: StoredResult[]): string {
+  if (results.length === 0) return `no results for run ${runId} yet\n`;
+  const width = Math.max(...results.map((r) => `${r.stepId}.${r.taskId}`.length));
+  const lines = results.map((r) => {
+    const preview =
+      r.json !== undefined
+        ? JSON.stringify(r.json)
+        : r.inline !== undefined
+          ? Buffer.from(r.inline, 'base64').toString('utf8').replace(/\s+/g, ' ')
+          : `(in the output store: ${r.outputRef})`;
+    const cut = preview.length > 60 ? `${preview.slice(0, 57)}...` : preview;
+    return `${`${r.stepId}.${r.taskId}`.padEnd(width)}  ${String(r.bytes).padStart(7)} B  ${cut}`;
+  });
+  return `${lines.join('\n')}\n${results.length} result(s); \`sonar results ${runId} --task ID\` prints one output\n`;
+}
+
+/**
+ * `sonar results RUN [--task ID] [--json]` (DESIGN.md section 8): the results the finalizers
+ * wrote to the `sonar_results` sink. A list shows each task's size and a preview; `--task`
+ * prints that task's whole output to stdout (fetched from the output store when it is large).
+ */
+export function registerResults(program: Command): void {
+  program
+    .command('results')
+    .description('print the results of a run, or one task output')
+    .argument('<run>', 'run id')
+    .option('--task <id>', "print this task's whole output (raw bytes; JSON with --json)")
+    .option('--json', 'print JSON: {"runId","results":[...]} or one result with its output')
+    .option('--server <url>', 'NATS server (default: SONAR_NATS_URL)')
+    .option('--prefix <prefix>', 'topology prefix (default: SONAR_PREFIX)')
+    .action(async (runId: string, flags: ResultsFlags) => {
+      assertId('run', runId);
+      if (flags.task !== undefined) assertId('--task', flags.task);
+      await withConnection(flags, async (ctx) => {
+        const sink = await KvResultsSink.open(ctx.nc, ctx.names);
+        if (flags.task === undefined) {
+          const results = await resultsOf(sink, runId);
+          await writeOut(
+            flags.json
+              ? `${JSON.stringify({ runId, results: results.map((r) => viewOf(r, small(r))) }, null, 2)}\n`
+              : listText(runId, results),
+          );
+          return;
+        }
+        const r = await sink.get(runId, flags.task);
+        if (!r) {
+          throw new SonarError(
+            ErrorCode.NotFound,
+            `no result for ${resultKeyOf(runId, flags.task)}: the task has not succeeded (sonar status --run ${runId})`,
+            { runId, taskId: flags.task },
+          );
+        }
+        const output = await outputOf(ctx, r);
+        if (flags.json) await writeOut(`${JSON.stringify(viewOf(r, output), null, 2)}\n`);
+        else await new Promise<void>((resolve) => process.stdout.write(output, () => resolve()));
+      });
+    });
+}
+
+/** The output when the record holds it; a list never fetches large outputs. */
+function small(r: StoredResult): Uint8Array | null {
+  if (r.json !== undefined) return new TextEncoder().encode(JSON.stringify(r.json));
+  if (r.inline !== undefined) return Buffer.from(r.inline, 'base64');
+  return null;
+}

@@ -1,0 +1,128 @@
+import { Kvm } from '@nats-io/kv';
+import type { Command } from 'commander';
+import { assertId } from '../../../actors/ids.js';
+import { applyEvent, createProjection } from '../../../actors/projection.js';
+import type { Projection } from '../../../actors/projection.js';
+import { EventStore } from '../../../streams/event-store.js';
+import { RECONCILER_LOCK } from '../../backend/leader.js';
+import { planConfigOf } from '../../backend/reconcile-pass.js';
+import { Registry } from '../../backend/registry.js';
+import { withConnection } from '../context.js';
+import type { CliContext, ConnectionFlags } from '../context.js';
+import { isTty, paint, writeOut } from '../output.js';
+import { shortDuration, stateCounts, stepState } from '../run-progress.js';
+import { statusView } from '../status-view.js';
+import type { StatusView } from '../status-view.js';
+import { TASK_STATES } from '../../backend/task-counts.js';
+import { ErrorCode, SonarError } from '../../../actors/errors.js';
+
+interface StatusFlags extends ConnectionFlags {
+  run?: string;
+  all?: boolean;
+  json?: boolean;
+}
+
+/** Folds the whole events stream in this process: the same fold the backend runs. */
+export async function readProjection(ctx: CliContext): Promise<Projection> {
+  const p = createProjection();
+  await new EventStore(ctx.nc, ctx.names).replay((r) => {
+    applyEvent(p, r);
+  });
+  return p;
+}
+
+async function lockHolder(ctx: CliContext): Promise<string | null> {
+  const kv = await new Kvm(ctx.nc).open(ctx.names.buckets.locks);
+  const e = await kv.get(RECONCILER_LOCK);
+  return e?.operation === 'PUT' ? e.string() : null;
+}
+
+const counts = (tasks: StatusView['runs'][string]['tasks'], color: boolean): string =>
+  stateCounts(
+    Object.fromEntries(TASK_STATES.map((s) => [s, tasks[s] ?? 0])) as Parameters<
+      typeof stateCounts
+    >[0],
+    color,
+  ) || 'no tasks';
+
+/** The readable form of {@link StatusView}. */
+export function statusText(v: StatusView, color: boolean): string {
+  const lines: string[] = [];
+  lines.push(
+    `leader    ${v.leader.nodeId ?? paint(color, 'red', 'none (no backend holds the lock)')}` +
+      (v.leader.since ? `  (since ${v.leader.since})` : ''),
+  );
+  lines.push(`workers   ${v.workers.length} live`);
+  for (const w of v.workers) {
+    const state = w.state === 'active' ? 'active' : paint(color, 'yellow', w.state);
+    lines.push(
+      `  ${w.workerId}  ${w.tags.join(',')}  slots ${w.slots}  running ${w.running}  ${state}  pulse ${shortDuration(w.pulseAgeMs)} ago`,
+    );
+  }
+  const tags = Object.entries(v.capacity.tags)
+    .map(([t, n]) => `${t} ${n}`)
+    .join('  ');
+  lines.push(`capacity  global ${v.capacity.global}${tags ? `  ${tags}` : ''}`);
+  const runIds = Object.keys(v.runs);
+  lines.push(`runs      ${runIds.length === 0 ? 'none open (--all shows finished runs)' : ''}`);
+  for (const runId of runIds) {
+    const run = v.runs[runId]!;
+    lines.push(`  ${runId}  ${stepState(run.state, false, color)}  ${counts(run.tasks, color)}`);
+    const width = Math.max(...Object.keys(run.steps).map((s) => s.length), 4);
+    for (const [stepId, s] of Object.entries(run.steps)) {
+      lines.push(
+        `    ${stepId.padEnd(width)}  ${stepState(s.state, s.starved, color)}  ${counts(s.tasks, color)}`,
+      );
+    }
+  }
+  lines.push(
+    `starved   ${v.starved.length === 0 ? 'none' : paint(color, 'yellow', v.starved.join(' '))}`,
+  );
+  lines.push(`finalize  ${v.finalizeQueue} queued`);
+  lines.push(`poisoned  ${v.poisoned === 0 ? 0 : paint(color, 'red', String(v.poisoned))}`);
+  return `${lines.join('\n')}\n`;
+}
+
+/**
+ * `sonar status [--run ID] [--all] [--json]` (issue 6): replays the events stream in this
+ * process, reads the registry, the leader lock and the finalize queue, and shows what the
+ * reconciler sees. Capacity and starvation come from the reconciler's own pure planner.
+ */
+export function registerStatus(program: Command): void {
+  program
+    .command('status')
+    .description(
+      'show live workers, capacity, tasks by state per run and step, starved steps, the finalize queue, poisoned tasks and the leader',
+    )
+    .option('--run <id>', 'only this run (any state)')
+    .option('--all', 'every run, finished ones too (default: runs with open work)')
+    .option('--json', 'print JSON (the shape is in the README)')
+    .option('--server <url>', 'NATS server (default: SONAR_NATS_URL)')
+    .option('--prefix <prefix>', 'topology prefix (default: SONAR_PREFIX)')
+    .action(async (flags: StatusFlags) => {
+      if (flags.run !== undefined) assertId('--run', flags.run);
+      const view = await withConnection(flags, async (ctx) => {
+        const jsm = await new EventStore(ctx.nc, ctx.names).jsm();
+        const [projection, entries, holder, finalize] = await Promise.all([
+          readProjection(ctx),
+          Registry.open(ctx.nc, ctx.names).then((r) => r.live()),
+          lockHolder(ctx),
+          jsm.streams.info(ctx.names.streams.finalize),
+        ]);
+        if (flags.run !== undefined && !projection.runs.has(flags.run)) {
+          throw new SonarError(ErrorCode.NotFound, `no run ${flags.run}`, { runId: flags.run });
+        }
+        return statusView({
+          projection,
+          entries,
+          now: Date.now(),
+          planConfig: planConfigOf(ctx.config, true),
+          finalizeQueue: finalize.state.messages,
+          lockHolder: holder,
+          ...(flags.run !== undefined && { runId: flags.run }),
+          ...(flags.all && { all: true }),
+        });
+      });
+      await writeOut(flags.json ? `${JSON.stringify(view, null, 2)}\n` : statusText(view, isTty()));
+    });
+}

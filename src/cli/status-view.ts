@@ -1,0 +1,131 @@
+import type { Projection } from '../../actors/projection.js';
+import type { PlanConfig } from '../../actors/reconciler/config.js';
+import { plan } from '../../actors/reconciler/plan.js';
+import type { CapacityView } from '../../actors/reconciler/decisions.js';
+import type { TaskState } from '../../actors/task/task.machine.js';
+import { TASK_STATES, tasksByState } from '../backend/task-counts.js';
+import type { LiveEntry } from '../backend/registry.js';
+
+/** `sonar status --json` (issue 6; documented in the README). */
+export interface StatusView {
+  /** The clock the ages are measured against (this machine's). */
+  now: string;
+  /** The reconciler leader: who holds the `reconciler` lock, and since its `ReconcilerElected`. */
+  leader: { nodeId: string | null; since: string | null };
+  /** Live workers: registry keys that exist, oldest id first. */
+  workers: {
+    workerId: string;
+    host: string;
+    tags: string[];
+    slots: number;
+    /** `active`, `draining`, or `lost`/`left` for a key whose worker the log has ended. */
+    state: 'active' | 'draining' | 'lost' | 'left';
+    running: number;
+    /** Age of its last pulse by the server's timestamp. */
+    pulseAgeMs: number;
+  }[];
+  /** As the reconciler computes it (DESIGN.md section 5), negatives shown as 0. */
+  capacity: CapacityView;
+  /** Tasks by state (zero counts left out) per run and step, steps in run-file order. */
+  runs: Record<
+    string,
+    {
+      state: string;
+      tasks: Partial<Record<TaskState, number>>;
+      steps: Record<
+        string,
+        { state: string; starved: boolean; tasks: Partial<Record<TaskState, number>> }
+      >;
+    }
+  >;
+  /** Ready steps with Pending tasks and no eligible worker for any of their tags. */
+  starved: string[];
+  /** Jobs in the `SONAR_FINALIZE` work queue (all runs). */
+  finalizeQueue: number;
+  /** Tasks held Poisoned (of `--run`, else of all runs). */
+  poisoned: number;
+}
+
+export interface StatusInput {
+  projection: Projection;
+  entries: readonly LiveEntry[];
+  now: number;
+  planConfig: PlanConfig;
+  finalizeQueue: number;
+  /** The value of the `reconciler` key in `sonar_locks`, null when nobody holds it. */
+  lockHolder: string | null;
+  /** Only this run. */
+  runId?: string;
+  /** Every run, finished ones included (default: runs with work still open). */
+  all?: boolean;
+}
+
+const nonZero = (counts: Record<TaskState, number>): Partial<Record<TaskState, number>> => {
+  const out: Partial<Record<TaskState, number>> = {};
+  for (const s of TASK_STATES) if (counts[s] > 0) out[s] = counts[s];
+  return out;
+};
+
+/** Which runs to show: `--run`, `--all`, or those still Running or with open tasks. */
+function shownRuns(p: Projection, input: StatusInput): string[] {
+  if (input.runId !== undefined) return p.runs.has(input.runId) ? [input.runId] : [];
+  if (input.all) return [...p.runs.keys()];
+  const open = new Set(p.activeRuns);
+  for (const key of p.activeSteps) open.add(key.slice(0, key.indexOf('.')));
+  return [...p.runs.keys()].filter((r) => open.has(r));
+}
+
+/** Builds the status from what the CLI read; pure, so it is tested without a server. */
+export function statusView(input: StatusInput): StatusView {
+  const p = input.projection;
+  const running = new Map<string, number>();
+  for (const key of p.tasksByState.Running) {
+    const w = p.tasks.get(key)!.snapshot.context.workerId;
+    if (w !== null) running.set(w, (running.get(w) ?? 0) + 1);
+  }
+  const decisions = plan(p, input.entries, input.now, input.planConfig);
+  const runs: StatusView['runs'] = {};
+  for (const runId of shownRuns(p, input)) {
+    const run = p.runs.get(runId)!.snapshot;
+    const steps: StatusView['runs'][string]['steps'] = {};
+    for (const stepId of run.context.stepIds) {
+      const step = p.steps.get(`${runId}.${stepId}`)?.snapshot;
+      const counts = p.stepIndex.get(`${runId}.${stepId}`)?.counts;
+      if (!step || !counts) continue;
+      steps[stepId] = { state: step.value, starved: step.context.starved, tasks: nonZero(counts) };
+    }
+    runs[runId] = { state: run.value, tasks: nonZero(tasksByState(p, runId)), steps };
+  }
+  const lockSince =
+    input.lockHolder !== null && p.leader?.nodeId === input.lockHolder ? p.leader.time : null;
+  return {
+    now: new Date(input.now).toISOString(),
+    leader: { nodeId: input.lockHolder, since: lockSince },
+    workers: input.entries.map((e) => {
+      const state = p.workers.get(e.workerId)?.snapshot.value;
+      return {
+        workerId: e.workerId,
+        host: e.host,
+        tags: [...e.tags],
+        slots: e.slots,
+        state:
+          state === 'Lost'
+            ? 'lost'
+            : state === 'Left'
+              ? 'left'
+              : state === 'Draining' || !e.active
+                ? 'draining'
+                : 'active',
+        running: running.get(e.workerId) ?? 0,
+        pulseAgeMs: Math.max(0, input.now - Date.parse(e.pulseAt)),
+      };
+    }),
+    capacity: decisions.capacity,
+    runs,
+    starved: decisions.starved.filter(
+      (key) => input.runId === undefined || key.startsWith(`${input.runId}.`),
+    ),
+    finalizeQueue: input.finalizeQueue,
+    poisoned: tasksByState(p, input.runId).Poisoned,
+  };
+}

@@ -1,0 +1,75 @@
+import { ValidationError } from '../../../actors/errors.js';
+import { isId } from '../../../actors/ids.js';
+import { validationErrorOf } from '../../backend/api-service.js';
+import type { Handlers } from '../../backend/api-service.js';
+import type { BackendContext } from '../../backend/context.js';
+import { apiHandlers } from '../../backend/handlers/index.js';
+import type { PoisonedAdmin } from '../../backend/poisoned-admin.js';
+import { requestSchemas } from '../../protocol.js';
+
+const DEFAULT_REASON = 'cancelled from the dashboard';
+
+/** `{"reason": "..."}` from an action's JSON body (which may be empty). */
+function reasonOf(body: string, fallback: string): string {
+  if (body.trim() === '') return fallback;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body);
+  } catch (_err: unknown) {
+    throw new ValidationError('request body is not JSON');
+  }
+  const reason = (parsed as { reason?: unknown } | null)?.reason;
+  if (reason === undefined || reason === null || reason === '') return fallback;
+  if (typeof reason !== 'string') throw new ValidationError("'reason' must be a string");
+  return reason;
+}
+
+/**
+ * The dashboard's actions do exactly what the CLI does, through the same code: cancel is the
+ * backend's own `cancel` handler (what `sonar cancel` asks for over NATS), retry and cancel of
+ * a poisoned task are `PoisonedAdmin` (what `sonar poisoned retry|cancel` runs).
+ */
+export class DashboardActions {
+  private readonly handlers: Handlers;
+
+  constructor(
+    ctx: BackendContext,
+    private readonly admin: PoisonedAdmin,
+    private readonly by: string,
+  ) {
+    this.handlers = apiHandlers(ctx);
+  }
+
+  /** `sonar cancel RUN [--task ID]`. */
+  async cancel(runId: string, taskId: string | undefined, body: string) {
+    const parsed = requestSchemas.cancel.safeParse({
+      runId,
+      ...(taskId !== undefined && { taskId }),
+      reason: reasonOf(body, DEFAULT_REASON),
+    });
+    if (!parsed.success) throw validationErrorOf('cancel', parsed.error);
+    return this.handlers.cancel!(parsed.data);
+  }
+
+  /** `sonar poisoned retry RUN.TASK`. */
+  retry(task: string) {
+    return this.admin.retry(taskRef(task), this.by);
+  }
+
+  /** `sonar poisoned cancel RUN.TASK`. */
+  cancelPoisoned(task: string, body: string) {
+    return this.admin.cancel(
+      taskRef(task),
+      reasonOf(body, 'poisoned task cancelled from the dashboard'),
+    );
+  }
+}
+
+/** `RUN.TASK`, both valid ids, as `sonar poisoned` takes it. */
+export function taskRef(ref: string): string {
+  const parts = ref.split('.');
+  if (parts.length !== 2 || !parts.every(isId)) {
+    throw new ValidationError(`task must be RUN.TASK, got ${JSON.stringify(ref)}`);
+  }
+  return ref;
+}

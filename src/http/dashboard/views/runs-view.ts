@@ -1,0 +1,166 @@
+import type { EventRecord, Projection, RunSnapshot } from '../../../../actors/projection.js';
+import type { TaskState } from '../../../../actors/task/task.machine.js';
+
+export const TASK_STATES: readonly TaskState[] = [
+  'Pending',
+  'Published',
+  'Running',
+  'Finalizing',
+  'Succeeded',
+  'Failed',
+  'Dead',
+  'Cancelled',
+  'Poisoned',
+];
+
+export type StateCounts = Record<TaskState, number>;
+
+export interface RunSummary {
+  runId: string;
+  state: string;
+  submittedAt: string;
+  endedAt: string | null;
+  reason: string | null;
+  taskCount: number;
+  counts: StateCounts;
+  /** Succeeded tasks over the run's tasks, 0 to 1. */
+  progress: number;
+}
+
+export interface StepView {
+  stepId: string;
+  state: string;
+  tags: string[];
+  after: string[];
+  maxConcurrent: number | null;
+  taskCount: number;
+  starved: boolean;
+  reason: string | null;
+  counts: StateCounts;
+  progress: number;
+  /** Longest chain of `after` edges above it: its column in the DAG. */
+  depth: number;
+  /** The step's own events, oldest first: its timeline. */
+  timeline: { type: string; time: string }[];
+  /** The first `limit` tasks, in creation order. */
+  tasks: { taskId: string; state: string; attempt: number; workerId: string | null }[];
+  /** Tasks not listed in `tasks`. */
+  moreTasks: number;
+}
+
+export interface RunDetail extends RunSummary {
+  steps: StepView[];
+}
+
+const zeroCounts = (): StateCounts =>
+  Object.fromEntries(TASK_STATES.map((s) => [s, 0])) as StateCounts;
+
+function stepCounts(p: Projection, stepKey: string): StateCounts {
+  return { ...zeroCounts(), ...p.stepIndex.get(stepKey)?.counts };
+}
+
+function summaryOf(p: Projection, run: RunSnapshot): RunSummary {
+  const c = run.context;
+  const counts = zeroCounts();
+  for (const stepId of c.stepIds) {
+    const sc = p.stepIndex.get(`${c.runId}.${stepId}`)?.counts;
+    if (sc) for (const s of TASK_STATES) counts[s] += sc[s];
+  }
+  return {
+    runId: c.runId,
+    state: run.value,
+    submittedAt: c.submittedAt,
+    endedAt: c.endedAt,
+    reason: c.reason,
+    taskCount: c.taskCount,
+    counts,
+    progress: c.taskCount === 0 ? 1 : counts.Succeeded / c.taskCount,
+  };
+}
+
+/** Runs, newest first (by `RunSubmitted` time), at most `limit`. */
+export function buildRunList(p: Projection, limit: number): RunSummary[] {
+  const runs = [...p.runs.values()].map((r) => r.snapshot);
+  runs.sort((a, b) => (a.context.submittedAt < b.context.submittedAt ? 1 : -1));
+  return runs.slice(0, limit).map((r) => summaryOf(p, r));
+}
+
+/**
+ * One run with its steps: states and counts from the projection, timelines from the steps'
+ * own events (`stepEvents`: the records of `<prefix>.events.step.<runId>.*`). Null when the
+ * run is unknown.
+ */
+export function buildRunDetail(
+  p: Projection,
+  runId: string,
+  stepEvents: readonly EventRecord[],
+  taskLimit: number,
+): RunDetail | null {
+  const run = p.runs.get(runId)?.snapshot;
+  if (!run) return null;
+  const timelines = new Map<string, { type: string; time: string }[]>();
+  for (const r of stepEvents) {
+    const stepId = r.subject.split('.')[4];
+    if (stepId === undefined || typeof r.type !== 'string') continue;
+    const list = timelines.get(stepId) ?? [];
+    list.push({ type: r.type, time: r.time });
+    timelines.set(stepId, list);
+  }
+  const depths = depthsOf(
+    run.context.stepIds.map((id) => ({
+      id,
+      after: p.steps.get(`${runId}.${id}`)?.snapshot.context.after ?? [],
+    })),
+  );
+  const steps = run.context.stepIds.map((stepId): StepView => {
+    const key = `${runId}.${stepId}`;
+    const step = p.steps.get(key)?.snapshot;
+    const counts = stepCounts(p, key);
+    const taskKeys = p.stepTasks.get(key) ?? [];
+    const taskCount = step?.context.taskCount ?? taskKeys.length;
+    return {
+      stepId,
+      state: step?.value ?? 'Unknown',
+      tags: step?.context.tags ?? [],
+      after: step?.context.after ?? [],
+      maxConcurrent: step?.context.maxConcurrent ?? null,
+      taskCount,
+      starved: step?.context.starved ?? false,
+      reason: step?.context.reason ?? null,
+      counts,
+      progress: taskCount === 0 ? 1 : counts.Succeeded / taskCount,
+      depth: depths.get(stepId) ?? 0,
+      timeline: timelines.get(stepId) ?? [],
+      tasks: taskKeys.slice(0, taskLimit).map((k) => {
+        const t = p.tasks.get(k)!.snapshot;
+        return {
+          taskId: t.context.spec.taskId,
+          state: t.value,
+          attempt: t.context.attempt,
+          workerId: t.context.workerId,
+        };
+      }),
+      moreTasks: Math.max(0, taskKeys.length - taskLimit),
+    };
+  });
+  return { ...summaryOf(p, run), steps };
+}
+
+/** Each step's longest path from a root along `after` edges (submit refuses cycles). */
+export function depthsOf(steps: readonly { id: string; after: readonly string[] }[]) {
+  const after = new Map(steps.map((s) => [s.id, s.after]));
+  const depth = new Map<string, number>();
+  const visit = (id: string, trail: Set<string>): number => {
+    const known = depth.get(id);
+    if (known !== undefined) return known;
+    if (trail.has(id)) return 0; // a cycle cannot be submitted; never loop on a bad log
+    trail.add(id);
+    let d = 0;
+    for (const a of after.get(id) ?? []) if (after.has(a)) d = Math.max(d, visit(a, trail) + 1);
+    trail.delete(id);
+    depth.set(id, d);
+    return d;
+  };
+  for (const s of steps) visit(s.id, new Set());
+  return depth;
+}

@@ -1,0 +1,67 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eventually } from '../helpers/eventually.js';
+import { startNatsServer } from '../helpers/nats-server.js';
+import type { NatsServer } from '../helpers/nats-server.js';
+import { killAll } from './processes.js';
+import { finishScenario, firstAfter } from './scenario.js';
+import type { Fault } from './scenario.js';
+import { ChaosWorld, chaosRun } from './world.js';
+import type { Backend } from './world.js';
+
+const TASKS = 500;
+
+let server: NatsServer;
+let world: ChaosWorld | undefined;
+
+beforeAll(async () => {
+  server = await startNatsServer();
+});
+afterAll(async () => {
+  await world?.stop();
+  await killAll();
+  await server?.stop();
+});
+
+describe('chaos: the leading backend SIGKILLed twice, with a standby', () => {
+  it('a standby takes the lead each time and the run completes', async () => {
+    const startedAt = Date.now();
+    const w = (world = await ChaosWorld.start({ urls: [server.url] }));
+    await Promise.all([w.startBackend(), w.startBackend()]);
+    await w.waitWorkersLive(Array.from({ length: 6 }, () => w.startWorker()));
+    await w.client.submit(chaosRun('kill-leader', TASKS));
+
+    const faults: Fault[] = [];
+    for (const progress of [0.25, 0.6]) {
+      await w.waitFinalized(Math.floor(TASKS * progress));
+      const leaderId = await eventually(() => w.leader().then((l) => l ?? false));
+      const leader = w.backends.find((b) => b.nodeId === leaderId && b.proc.running);
+      if (!leader) throw new Error(`the leader ${leaderId} is not one of this world's backends`);
+      faults.push({ what: `SIGKILL leader ${leader.proc.name}`, at: Date.now() });
+      await leader.proc.kill('SIGKILL');
+      // Another backend takes the lock once its TTL frees it (SONAR_LOCK_TTL 1 s).
+      await eventually(
+        async () => {
+          const now = await w.leader();
+          return now !== null && now !== leaderId;
+        },
+        { timeoutMs: 30_000, intervalMs: 100, message: 'a new leader' },
+      );
+      // The killed backend's replacement becomes the next standby.
+      const standby: Backend = await w.startBackend();
+      expect(standby.nodeId).not.toBe(leaderId);
+    }
+
+    const status = await w.waitRunEnded('kill-leader');
+    expect(status.state).toBe('Succeeded');
+    const report = await finishScenario(w, 'backend-failover', {
+      faults,
+      recovered: firstAfter((e) => e.type === 'ReconcilerElected'),
+      startedAt,
+    });
+    expect(report.violations).toEqual([]);
+    expect(report.stats.states).toEqual({ Succeeded: TASKS });
+    // The first election, then one per kill.
+    expect(report.stats.elections).toBeGreaterThanOrEqual(3);
+    expect(report.recoveredMs.every((ms) => ms >= 0)).toBe(true);
+  });
+});

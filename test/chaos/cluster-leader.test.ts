@@ -1,0 +1,76 @@
+import { jetstreamManager } from '@nats-io/jetstream';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eventually } from '../helpers/eventually.js';
+import { startNatsCluster } from '../helpers/nats-cluster.js';
+import type { NatsCluster } from '../helpers/nats-cluster.js';
+import { killAll } from './processes.js';
+import { finalizingAgain, finishScenario } from './scenario.js';
+import type { Fault } from './scenario.js';
+import { ChaosWorld, chaosRun } from './world.js';
+
+const TASKS = 500;
+
+let cluster: NatsCluster;
+let world: ChaosWorld | undefined;
+
+beforeAll(async () => {
+  cluster = await startNatsCluster({ size: 3 });
+});
+afterAll(async () => {
+  await world?.stop();
+  await killAll();
+  await cluster?.stop();
+});
+
+describe('chaos: a 3-node cluster, SONAR_REPLICAS=3, the streams leader SIGKILLed mid-run', () => {
+  it('fails over to a new leader, the node rejoins, and nothing acknowledged is lost', async () => {
+    const startedAt = Date.now();
+    const w = (world = await ChaosWorld.start({
+      urls: cluster.urls,
+      env: { SONAR_REPLICAS: '3' },
+    }));
+    await Promise.all([w.startBackend(), w.startBackend()]);
+    await w.waitWorkersLive(Array.from({ length: 6 }, () => w.startWorker()));
+    await w.client.submit(chaosRun('kill-node', TASKS));
+    await w.waitFinalized(TASKS * 0.3);
+
+    const jsm = await jetstreamManager(w.nc);
+    const info = await jsm.streams.info(w.n.streams.events);
+    expect(info.config.num_replicas).toBe(3);
+    const leader = info.cluster?.leader;
+    const index = cluster.servers.findIndex((s) => s.name === leader);
+    expect(index, `leader ${leader}`).toBeGreaterThanOrEqual(0);
+    const faults: Fault[] = [{ what: `SIGKILL ${leader} (leads ${w.n.streams.events})`, at: Date.now() }];
+    await cluster.killNode(index);
+    // A new leader is elected among the two left (a quorum of 2 of 3).
+    await eventually(
+      async () => {
+        const now = (await jsm.streams.info(w.n.streams.events)).cluster?.leader;
+        return now !== undefined && now !== leader;
+      },
+      { timeoutMs: 30_000, intervalMs: 200, message: 'a new stream leader' },
+    );
+    await w.waitFinalized(TASKS * 0.6);
+    await cluster.restartNode(index);
+
+    const status = await w.waitRunEnded('kill-node');
+    expect(status.state).toBe('Succeeded');
+    // The restarted node caught up: every replica of the log is current again.
+    await eventually(
+      async () => {
+        const i = await jsm.streams.info(w.n.streams.events);
+        const replicas = i.cluster?.replicas ?? [];
+        return replicas.length === 2 && replicas.every((r) => r.current);
+      },
+      { timeoutMs: 30_000, intervalMs: 200, message: 'replicas current' },
+    );
+    const report = await finishScenario(w, 'cluster-leader', {
+      faults,
+      recovered: finalizingAgain(),
+      startedAt,
+    });
+    expect(report.violations).toEqual([]);
+    expect(report.stats.states).toEqual({ Succeeded: TASKS });
+    expect(report.recoveredMs.every((ms) => ms >= 0)).toBe(true);
+  });
+});

@@ -1,0 +1,88 @@
+/**
+ * Real `sonar` processes for the chaos suite: `node bin/sonar.js <verb> ...`, signalled by
+ * their own pid only. Every process spawned here is SIGKILLed when the test process exits, so
+ * a failed scenario leaves nothing running.
+ */
+import { spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { ROOT, SONAR_BIN } from '../helpers/worker-fixtures.js';
+
+export interface Exit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+/** One spawned `sonar` process. */
+export interface SonarProcess {
+  readonly name: string;
+  readonly pid: number;
+  readonly child: ChildProcess;
+  /** Resolves when the process has exited. */
+  readonly exited: Promise<Exit>;
+  readonly running: boolean;
+  /** Everything the process wrote to stderr (its JSON log lines). */
+  stderr(): string;
+  stdout(): string;
+  /** Signals this process (default SIGKILL) and waits for its exit. */
+  kill(signal?: NodeJS.Signals): Promise<Exit>;
+}
+
+const live = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const c of live) c.kill('SIGKILL');
+});
+
+/** Spawns `node bin/sonar.js ...args` with `env` on top of this process's environment. */
+export function spawnSonar(
+  name: string,
+  args: string[],
+  env: Record<string, string>,
+): SonarProcess {
+  const child = spawn(process.execPath, ['--max-semi-space-size=32', SONAR_BIN, ...args], {
+    cwd: ROOT,
+    env: { ...process.env, SONAR_LOG_LEVEL: 'info', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  if (child.pid === undefined) throw new Error(`could not spawn ${name}`);
+  live.add(child);
+  let out = '';
+  let err = '';
+  child.stdout?.on('data', (c: Buffer) => (out += c.toString()));
+  child.stderr?.on('data', (c: Buffer) => (err += c.toString()));
+  const exited = new Promise<Exit>((resolve) =>
+    child.once('exit', (code, signal) => {
+      live.delete(child);
+      resolve({ code, signal });
+    }),
+  );
+  const proc: SonarProcess = {
+    name,
+    pid: child.pid,
+    child,
+    exited,
+    get running() {
+      return child.exitCode === null && child.signalCode === null;
+    },
+    stderr: () => err,
+    stdout: () => out,
+    async kill(signal = 'SIGKILL') {
+      if (proc.running) child.kill(signal);
+      return exited;
+    },
+  };
+  return proc;
+}
+
+/** Kills every process still running (afterAll). */
+export async function killAll(): Promise<void> {
+  await Promise.all(
+    [...live].map(
+      (c) =>
+        new Promise<void>((resolve) => {
+          if (c.exitCode !== null || c.signalCode !== null) return resolve();
+          c.once('exit', () => resolve());
+          c.kill('SIGKILL');
+        }),
+    ),
+  );
+}

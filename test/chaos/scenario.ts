@@ -1,0 +1,128 @@
+/**
+ * The end of every chaos scenario: export the log with `sonar export`, read the results sink,
+ * check the invariants, measure recovery, and (with `SONAR_CHAOS_SAVE=1`) save the log as a
+ * replay scenario `test/replay/scenarios/chaos-<name>.jsonl` with its expected view.
+ *
+ * Saving is opt-in because a run's log differs every time (ids, times): rewriting the
+ * scenario on every `npm test` would churn the replay suite's snapshots.
+ */
+import { appendFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { replay } from '../../actors/replay.js';
+import { replayView } from '../../actors/replay-view.js';
+import { ROOT } from '../helpers/worker-fixtures.js';
+import { checkInvariants, parseLog } from './invariants.js';
+import type { InvariantReport, LogLine } from './invariants.js';
+import type { ChaosWorld } from './world.js';
+
+/** One injected fault: what and when (wall clock, the same machine as the server's). */
+export interface Fault {
+  what: string;
+  at: number;
+}
+
+export interface ScenarioReport extends InvariantReport {
+  name: string;
+  /** Milliseconds from each fault to the scenario's own sign of recovery. */
+  recoveredMs: number[];
+  durationMs: number;
+}
+
+/**
+ * Picks, in a log, the time the system had recovered from a fault at `at` (null: never);
+ * `next` is the next fault's time (Infinity for the last), to keep faults apart.
+ */
+export type RecoveredAt = (log: LogLine[], at: number, next: number) => number | null;
+
+/** The first event at or after the fault that `matches`. */
+export const firstAfter =
+  (matches: (e: LogLine) => boolean): RecoveredAt =>
+  (log, at) => {
+    const e = log.find((l) => Date.parse(l.time) >= at && matches(l));
+    return e ? Date.parse(e.time) : null;
+  };
+
+/**
+ * Throughput is back: the first moment after the fault from which `burst` results are
+ * finalized within one second (a trickle while a process is still stuck does not count).
+ */
+export const finalizingAgain =
+  (burst = 10): RecoveredAt =>
+  (log, at) => {
+    const times = log
+      .filter((l) => l.type === 'TaskFinalized')
+      .map((l) => Date.parse(l.time))
+      .filter((t) => t >= at);
+    for (let i = 0; i + burst - 1 < times.length; i++) {
+      if (times[i + burst - 1]! - times[i]! <= 1_000) return times[i]!;
+    }
+    return null;
+  };
+
+/**
+ * Lost work runs again: every task requeued as `worker-lost` after the fault has been started
+ * again (or ended Dead). The time of the last such restart.
+ */
+export const lostWorkRestarted: RecoveredAt = (log, at, next) => {
+  const lost = new Set<string>();
+  let last: number | null = null;
+  for (const l of log) {
+    const t = Date.parse(l.time);
+    if (t < at) continue;
+    // Losses of the next fault are that fault's; restarts of this one's still count.
+    const mayLose = t < next;
+    const key = l.subject;
+    if (mayLose && l.type === 'TaskRequeued' && l.data['reason'] === 'worker-lost') lost.add(key);
+    else if ((l.type === 'TaskStarted' || l.type === 'TaskDead') && lost.delete(key)) last = t;
+  }
+  return lost.size === 0 ? last : null;
+};
+
+export async function finishScenario(
+  world: ChaosWorld,
+  name: string,
+  opts: { faults: Fault[]; recovered: RecoveredAt; startedAt: number },
+): Promise<ScenarioReport> {
+  const lines = await world.exportLog();
+  const sink = await world.sink();
+  const report = checkInvariants(lines, sink);
+  const log = parseLog(lines);
+  const recoveredMs = opts.faults.map((f, i) => {
+    const t = opts.recovered(log, f.at, opts.faults[i + 1]?.at ?? Infinity);
+    return t === null ? -1 : Math.max(0, t - f.at);
+  });
+  const out: ScenarioReport = {
+    ...report,
+    name,
+    recoveredMs,
+    durationMs: Date.now() - opts.startedAt,
+  };
+  if (process.env['SONAR_CHAOS_SAVE'] === '1') await saveScenario(name, lines);
+  const summary = {
+    name,
+    tasks: out.stats.tasks,
+    states: out.stats.states,
+    recoveries: out.stats.recoveries,
+    workersLost: out.stats.workersLost,
+    elections: out.stats.elections,
+    events: out.stats.events,
+    faults: opts.faults.map((f) => f.what),
+    recoveredMs,
+    durationMs: out.durationMs,
+  };
+  console.log(`chaos ${JSON.stringify(summary)}`);
+  const reportFile = process.env['SONAR_CHAOS_REPORT'];
+  if (reportFile) await appendFile(reportFile, `${JSON.stringify(summary)}\n`);
+  return out;
+}
+
+/** Writes `chaos-<name>.jsonl` and its expected `sonar replay --json` view. */
+async function saveScenario(name: string, lines: string[]): Promise<void> {
+  const dir = join(ROOT, 'test', 'replay', 'scenarios');
+  await writeFile(join(dir, `chaos-${name}.jsonl`), `${lines.join('\n')}\n`);
+  const { projection, skipped } = replay(lines);
+  await writeFile(
+    join(dir, `chaos-${name}.expected.json`),
+    JSON.stringify(replayView(projection, skipped), null, 2),
+  );
+}

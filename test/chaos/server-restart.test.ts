@@ -1,0 +1,54 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startNatsServer } from '../helpers/nats-server.js';
+import type { NatsServer } from '../helpers/nats-server.js';
+import { killAll } from './processes.js';
+import { finalizingAgain, finishScenario } from './scenario.js';
+import type { Fault } from './scenario.js';
+import { ChaosWorld, chaosRun } from './world.js';
+
+const TASKS = 500;
+/** Long enough that every client sees the connection drop and pulses fail. */
+const DOWN_MS = 2_000;
+
+let server: NatsServer;
+let world: ChaosWorld | undefined;
+
+beforeAll(async () => {
+  server = await startNatsServer();
+});
+afterAll(async () => {
+  await world?.stop();
+  await killAll();
+  await server?.stop();
+});
+
+describe('chaos: the single nats-server SIGKILLed mid-run, restarted on its port and store', () => {
+  it('every process reconnects and the run completes with nothing lost', async () => {
+    const startedAt = Date.now();
+    const w = (world = await ChaosWorld.start({ urls: [server.url] }));
+    await w.startBackend();
+    await w.waitWorkersLive(Array.from({ length: 6 }, () => w.startWorker()));
+    await w.client.submit(chaosRun('kill-server', TASKS));
+    await w.waitFinalized(TASKS * 0.3);
+
+    const faults: Fault[] = [{ what: `SIGKILL nats-server, down ${DOWN_MS} ms`, at: Date.now() }];
+    await server.kill('SIGKILL');
+    await new Promise((resolve) => setTimeout(resolve, DOWN_MS));
+    await server.restart();
+
+    const status = await w.waitRunEnded('kill-server');
+    expect(status.state).toBe('Succeeded');
+    const report = await finishScenario(w, 'server-restart', {
+      faults,
+      recovered: finalizingAgain(),
+      startedAt,
+    });
+    expect(report.violations).toEqual([]);
+    expect(report.stats.states).toEqual({ Succeeded: TASKS });
+    // Nobody gave up: the backend and every worker are still up.
+    for (const p of [...w.backends.map((b) => b.proc), ...w.workers]) {
+      expect(p.running, `${p.name}:\n${p.stderr().slice(-2_000)}`).toBe(true);
+    }
+    expect(report.recoveredMs[0]).toBeGreaterThan(0);
+  });
+});

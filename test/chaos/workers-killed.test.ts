@@ -1,0 +1,70 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startNatsServer } from '../helpers/nats-server.js';
+import type { NatsServer } from '../helpers/nats-server.js';
+import { killAll } from './processes.js';
+import { finishScenario, lostWorkRestarted } from './scenario.js';
+import type { Fault } from './scenario.js';
+import { ChaosWorld, chaosRun } from './world.js';
+
+const TASKS = 500;
+const FLEET = 10;
+
+let server: NatsServer;
+let world: ChaosWorld | undefined;
+
+beforeAll(async () => {
+  server = await startNatsServer();
+});
+afterAll(async () => {
+  await world?.stop();
+  await killAll();
+  await server?.stop();
+});
+
+/** `n` distinct random picks from `from`. */
+function pick<T>(from: T[], n: number): T[] {
+  const pool = [...from];
+  const out: T[] = [];
+  while (out.length < n && pool.length > 0) {
+    out.push(pool.splice(Math.floor(Math.random() * pool.length), 1)[0]!);
+  }
+  return out;
+}
+
+describe('chaos: workers SIGKILLed mid-run while new ones join', () => {
+  it('recovers every lost task; each result is finalized once', async () => {
+    const startedAt = Date.now();
+    world = await ChaosWorld.start({ urls: [server.url] });
+    await world.startBackend();
+    await world.waitWorkersLive(Array.from({ length: FLEET }, () => world!.startWorker()));
+    await world.client.submit(chaosRun('kill-workers', TASKS));
+
+    // Two waves, each killing 20% of the live fleet (SIGKILL: no drain, no release, no
+    // leave) and starting as many new workers, which join while the run goes on.
+    const faults: Fault[] = [];
+    for (const progress of [0.2, 0.5]) {
+      await world.waitFinalized(Math.floor(TASKS * progress));
+      const victims = pick(
+        world.workers.filter((w) => w.running),
+        FLEET / 5,
+      );
+      faults.push({ what: `SIGKILL ${victims.map((v) => v.name).join(',')}`, at: Date.now() });
+      await Promise.all(victims.map((v) => v.kill('SIGKILL')));
+      // The newcomers join while the run goes on; the next wave may pick them.
+      await world.waitWorkersLive(victims.map(() => world!.startWorker()));
+    }
+
+    const status = await world.waitRunEnded('kill-workers');
+    expect(status.state).toBe('Succeeded');
+    const report = await finishScenario(world, 'workers-killed', {
+      faults,
+      recovered: lostWorkRestarted,
+      startedAt,
+    });
+    expect(report.violations).toEqual([]);
+    expect(report.stats.states).toEqual({ Succeeded: TASKS });
+    expect(report.stats.workersLost).toBe(4);
+    expect(report.stats.recoveries['worker-lost']).toBeGreaterThan(0);
+    expect(report.recoveredMs.every((ms) => ms >= 0)).toBe(true);
+  });
+});

@@ -1,0 +1,249 @@
+/**
+ * One chaos scenario's world: a fresh topology prefix on a running NATS (single server or
+ * cluster), backends and workers as real `sonar` processes, a submitted run, and the
+ * read-outs the invariants need (the exported log, the results sink, the leader lock).
+ */
+import { jetstreamManager } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
+import type { KV } from '@nats-io/kv';
+import { connect } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { names } from '../../streams/names.js';
+import type { Names } from '../../streams/names.js';
+import { splitLines } from '../../streams/jsonl.js';
+import { SonarClient } from '../../src/client/client.js';
+import type { RunStatus } from '../../src/client/client.js';
+import type { RunFile } from '../../src/protocol.js';
+import type { StoredResult } from '../../src/storage/results-sink.js';
+import { eventually } from '../helpers/eventually.js';
+import { freshPrefix } from '../helpers/topology.js';
+import { NO_IMDS } from '../helpers/worker-fixtures.js';
+import { spawnSonar } from './processes.js';
+import type { SonarProcess } from './processes.js';
+
+/**
+ * Short settings (DESIGN.md section 9), so that every recovery path fires within seconds:
+ * a dead worker's key expires after 1.5 s, its tasks are orphaned 2 s after their start, a
+ * dead leader's lock frees after 1 s, a lost finalization lease after 2 s.
+ */
+export const CHAOS_ENV = {
+  SONAR_TICK: '200ms',
+  SONAR_PULSE_INTERVAL: '300ms',
+  SONAR_PULSE_TTL: '1500ms',
+  SONAR_ORPHAN_AGE: '2s',
+  SONAR_PUBLISH_TIMEOUT: '5s',
+  SONAR_LOCK_TTL: '1s',
+  SONAR_FINALIZE_LEASE: '2s',
+  SONAR_DRAIN_GRACE: '1s',
+  SONAR_IMDS_URL: NO_IMDS,
+} as const;
+
+/** The task command every chaos worker runs: echo the input back after a short pause. */
+export const ECHO_COMMAND = [
+  'sh',
+  '-c',
+  // A payload marked poison kills the worker that runs it (its parent), every time.
+  'read -r x; case "$x" in *poison*) kill -9 $PPID; sleep 5;; esac; sleep 0.05; echo "$x"',
+];
+
+export const TAG = 'chaos';
+
+/** A run of `count` tasks in one JSON step; `poison` names tasks whose payload kills workers. */
+export function chaosRun(runId: string, count: number, poison: string[] = []): RunFile {
+  return {
+    runId,
+    steps: [
+      {
+        id: 'work',
+        tags: [TAG],
+        output: 'json',
+        tasks: Array.from({ length: count }, (_, i) => ({
+          id: `t${i}`,
+          input: poison.includes(`t${i}`) ? { n: i, poison: true } : { n: i },
+        })),
+      },
+    ],
+  };
+}
+
+export interface WorldOptions {
+  /** Client URLs (several for a cluster). */
+  urls: string[];
+  /** Settings on top of {@link CHAOS_ENV}. */
+  env?: Record<string, string>;
+}
+
+export interface Backend {
+  proc: SonarProcess;
+  nodeId: string;
+}
+
+const TERMINAL_RUN = new Set(['Succeeded', 'Failed', 'Cancelled']);
+
+export class ChaosWorld {
+  readonly backends: Backend[] = [];
+  readonly workers: SonarProcess[] = [];
+  private workerSeq = 0;
+  private backendSeq = 0;
+  private locks: Promise<KV> | null = null;
+
+  private constructor(
+    readonly env: Record<string, string>,
+    readonly n: Names,
+    readonly nc: NatsConnection,
+    readonly client: SonarClient,
+  ) {}
+
+  static async start(opts: WorldOptions): Promise<ChaosWorld> {
+    const prefix = freshPrefix();
+    const env = {
+      ...CHAOS_ENV,
+      SONAR_NATS_URL: opts.urls.join(','),
+      SONAR_PREFIX: prefix,
+      ...opts.env,
+    };
+    // The test's own connection must outlive a server restart too.
+    const nc = await connect({
+      servers: opts.urls,
+      maxReconnectAttempts: -1,
+      reconnectTimeWait: 250,
+    });
+    const client = new SonarClient(nc, { prefix, requestTimeoutMs: 5_000 });
+    return new ChaosWorld(env, names(prefix), nc, client);
+  }
+
+  /** Starts `sonar backend` and waits for its `backend started` line (topology provisioned). */
+  async startBackend(extraEnv: Record<string, string> = {}): Promise<Backend> {
+    const name = `backend-${++this.backendSeq}`;
+    const proc = spawnSonar(name, ['backend'], { ...this.env, ...extraEnv });
+    const nodeId = await eventually(
+      () => {
+        if (!proc.running) throw new Error(`${name} exited:\n${proc.stderr().slice(-2_000)}`);
+        const line = logLines(proc).find((l) => l['msg'] === 'backend started');
+        return typeof line?.['nodeId'] === 'string' ? line['nodeId'] : false;
+      },
+      { timeoutMs: 60_000, intervalMs: 100, message: `${name} started` },
+    ).catch((err: unknown) => {
+      throw new Error(`${String(err)}\n${name} stderr:\n${proc.stderr().slice(-3_000)}`);
+    });
+    const b = { proc, nodeId };
+    this.backends.push(b);
+    return b;
+  }
+
+  /** Starts `sonar worker --tags chaos -- ECHO` with a known id (not waited for). */
+  startWorker(slots = 2): SonarProcess {
+    const id = `w${++this.workerSeq}`;
+    const proc = spawnSonar(
+      id,
+      ['worker', '--worker-id', id, '--tags', TAG, '--slots', String(slots), '--', ...ECHO_COMMAND],
+      this.env,
+    );
+    this.workers.push(proc);
+    return proc;
+  }
+
+  /** Waits until every one of `procs` has its key in the registry (joined and pulsing). */
+  async waitWorkersLive(procs: SonarProcess[], timeoutMs = 60_000): Promise<void> {
+    const kv = await new Kvm(this.nc).open(this.n.buckets.workers);
+    await eventually(
+      async () => {
+        const keys = new Set<string>();
+        for await (const k of await kv.keys()) keys.add(k);
+        const missing = procs.filter((p) => !keys.has(p.name));
+        for (const p of missing) {
+          if (!p.running) throw new Error(`${p.name} exited:\n${p.stderr().slice(-2_000)}`);
+        }
+        return missing.length === 0;
+      },
+      { timeoutMs, intervalMs: 200, message: `${procs.length} workers live` },
+    );
+  }
+
+  /** The nodeId holding the reconciler lock, or null. */
+  async leader(): Promise<string | null> {
+    this.locks ??= new Kvm(this.nc).open(this.n.buckets.locks);
+    const e = await (await this.locks).get('reconciler');
+    return e?.operation === 'PUT' ? e.string() : null;
+  }
+
+  /** Results finalized so far: the sink bucket's message count (history 1, one per task). */
+  async finalizedCount(): Promise<number> {
+    const jsm = await jetstreamManager(this.nc);
+    const info = await jsm.streams.info(`KV_${this.n.buckets.results}`);
+    return info.state.messages;
+  }
+
+  /** Waits until at least `count` results are in the sink. */
+  async waitFinalized(count: number, timeoutMs = 120_000): Promise<void> {
+    await eventually(async () => (await this.finalizedCount()) >= count, {
+      timeoutMs,
+      intervalMs: 100,
+      message: `${count} results finalized`,
+    });
+  }
+
+  /**
+   * The run's status, through a fresh client each time: EventStore caches its JetStream
+   * manager promise, and one made while the server was down stays rejected.
+   */
+  status(runId: string): Promise<RunStatus> {
+    return new SonarClient(this.nc, { prefix: this.n.prefix }).status(runId);
+  }
+
+  /** Waits for the run to end (Succeeded, Failed or Cancelled) and returns its status. */
+  async waitRunEnded(runId: string, timeoutMs = 180_000): Promise<RunStatus> {
+    return eventually(
+      async () => {
+        const s = await this.status(runId);
+        return s.state !== null && TERMINAL_RUN.has(s.state) ? s : false;
+      },
+      { timeoutMs, intervalMs: 1_000, message: `run ${runId} ended` },
+    );
+  }
+
+  /** `sonar export` as a real process: the JSONL lines of the whole prefix. */
+  async exportLog(): Promise<string[]> {
+    const proc = spawnSonar('export', ['export'], this.env);
+    const exit = await proc.exited;
+    if (exit.code !== 0) throw new Error(`sonar export failed: ${proc.stderr().slice(-2_000)}`);
+    return splitLines(proc.stdout());
+  }
+
+  /** Every record in the results sink, and how many writes the sink's stream ever took. */
+  async sink(): Promise<{ records: Map<string, StoredResult>; writes: number }> {
+    const kv = await new Kvm(this.nc).open(this.n.buckets.results);
+    const records = new Map<string, StoredResult>();
+    for await (const key of await kv.keys()) {
+      const e = await kv.get(key);
+      if (e?.operation === 'PUT') records.set(key, e.json<StoredResult>());
+    }
+    const jsm = await jetstreamManager(this.nc);
+    // History 1 keeps one message per key, but last_seq counts every write ever made.
+    const writes = (await jsm.streams.info(`KV_${this.n.buckets.results}`)).state.last_seq;
+    return { records, writes };
+  }
+
+  /** SIGKILLs every process of this world and closes the connection. */
+  async stop(): Promise<void> {
+    await Promise.all([
+      ...this.workers.map((w) => w.kill('SIGKILL')),
+      ...this.backends.map((b) => b.proc.kill('SIGKILL')),
+    ]);
+    await this.nc.close().catch(() => {});
+  }
+}
+
+/** A process's stderr as parsed JSON log lines (unparseable lines are dropped). */
+export function logLines(proc: SonarProcess): Record<string, unknown>[] {
+  const out: Record<string, unknown>[] = [];
+  for (const line of proc.stderr().split('\n')) {
+    if (!line.startsWith('{')) continue;
+    try {
+      out.push(JSON.parse(line) as Record<string, unknown>);
+    } catch {
+      // a line cut by a kill
+    }
+  }
+  return out;
+}

@@ -1,0 +1,31 @@
+import type { Projection } from '../../actors/projection.js';
+
+/**
+ * A projection as plain data with every Map and Set turned into an array in iteration
+ * order, so `toStrictEqual` compares order too (the reconciler walks steps and tasks in
+ * creation order) and undefined-valued keys.
+ */
+export function dumpProjection(p: Projection) {
+  return {
+    tasks: [...p.tasks],
+    steps: [...p.steps],
+    runs: [...p.runs],
+    workers: [...p.workers],
+    stepTasks: [...p.stepTasks],
+    tasksByState: Object.entries(p.tasksByState).map(([state, keys]) => [state, [...keys]]),
+    stepIndex: [...p.stepIndex].map(([key, i]) => [
+      key,
+      {
+        counts: i.counts,
+        order: [...i.order],
+        fresh: [...i.fresh],
+        returned: [...i.returned],
+        pendingTags: [...i.pendingTags],
+      },
+    ]),
+    activeSteps: [...p.activeSteps],
+    activeRuns: [...p.activeRuns],
+    leader: p.leader,
+    lastSeq: p.lastSeq,
+  };
+}

@@ -1,0 +1,36 @@
+/**
+ * A backend process whose finalizer hangs in its sink for 60 s (issue 10, bounded shutdown):
+ * `node --import tsx test/helpers/stuck-sink-backend-main.ts`, configured by SONAR_* env.
+ * It prints `sink write started <runId>.<taskId>` on stdout when a job reaches the sink,
+ * and runs `serveUntilSignal`, the code `sonar backend` runs on SIGTERM.
+ */
+import { Backend } from '../../src/backend/backend.js';
+import { finalizerPool } from '../../src/backend/finalizer-pool.js';
+import { serveUntilSignal } from '../../src/backend/serve-until-signal.js';
+import { loadConfig } from '../../src/config.js';
+import { createLogger } from '../../src/log.js';
+import { createOutputStore } from '../../src/storage/create-output-store.js';
+import type { ResultRecord, ResultsSink, UpsertOutcome } from '../../src/storage/results-sink.js';
+
+const SINK_WRITE_MS = 60_000;
+
+const stuckSink: ResultsSink = {
+  async upsert(record: ResultRecord): Promise<UpsertOutcome> {
+    process.stdout.write(`sink write started ${record.runId}.${record.taskId}\n`);
+    await new Promise((resolve) => setTimeout(resolve, SINK_WRITE_MS));
+    return 'written';
+  },
+};
+
+const config = loadConfig(process.env);
+const backend = await Backend.start({
+  config,
+  log: createLogger({ component: 'backend' }),
+  parts: {
+    handlers: () => ({}),
+    components: [finalizerPool({ sink: stuckSink, size: 1 })],
+    outputs: createOutputStore,
+  },
+});
+process.stdout.write('backend started\n');
+await serveUntilSignal(backend, { graceMs: config.stopGraceMs });

@@ -1,0 +1,143 @@
+import { connect } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Backend } from '../../src/backend/backend.js';
+import type { Component } from '../../src/backend/backend.js';
+import type { BackendContext } from '../../src/backend/context.js';
+import { defaultParts } from '../../src/backend/default-parts.js';
+import { finalizerPool } from '../../src/backend/finalizer-pool.js';
+import { reconcilerLoop } from '../../src/backend/reconciler-loop.js';
+import { SonarClient } from '../../src/client/client.js';
+import { loadConfig } from '../../src/config.js';
+import { HttpComponent, httpComponent } from '../../src/http/http-component.js';
+import { sendJson } from '../../src/http/server.js';
+import { silentLogger } from '../../src/log.js';
+import { createWorker } from '../../src/worker/worker.js';
+import type { Worker } from '../../src/worker/worker.js';
+import { eventually } from '../helpers/eventually.js';
+import { startNatsServer } from '../helpers/nats-server.js';
+import type { NatsServer } from '../helpers/nats-server.js';
+import { freshPrefix } from '../helpers/topology.js';
+
+let server: NatsServer;
+let nc: NatsConnection;
+let backend: Backend;
+let http: HttpComponent;
+let worker: Worker;
+
+beforeAll(async () => {
+  server = await startNatsServer();
+  nc = await connect({ servers: server.url });
+  const config = loadConfig({
+    SONAR_NATS_URL: server.url,
+    SONAR_PREFIX: freshPrefix(),
+    SONAR_PULSE_INTERVAL: '200ms',
+    SONAR_PULSE_TTL: '2s',
+    SONAR_TICK: '500ms',
+    SONAR_LOCK_TTL: '2s',
+    SONAR_HTTP_PORT: '0',
+  });
+  backend = await Backend.start({
+    config,
+    nc,
+    log: silentLogger,
+    parts: {
+      ...defaultParts,
+      // The reconciler and finalizers, plus an http component we can ask for its port.
+      components: [
+        finalizerPool(),
+        reconcilerLoop(),
+        (ctx: BackendContext): Component =>
+          (http = new HttpComponent(ctx, 0, {
+            routes: [
+              (s) =>
+                s.route('GET', '/extra/', (_req, res, url) =>
+                  sendJson(res, 200, { path: url.pathname }),
+                ),
+            ],
+          })),
+      ],
+    },
+  });
+  worker = createWorker({
+    tags: ['a'],
+    slots: 2,
+    nc,
+    prefix: config.prefix,
+    spot: false,
+    handler: (input) => JSON.stringify(input ?? null),
+  });
+  await worker.start();
+});
+afterAll(async () => {
+  await worker?.drain('shutdown').catch(() => {});
+  await backend?.stop();
+  await nc?.close();
+  await server?.stop();
+});
+
+const get = (path: string) => fetch(`http://127.0.0.1:${http.server.port}${path}`);
+
+/** `name{labels} value` of one series, or undefined. */
+function sample(text: string, series: string): number | undefined {
+  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
+  return line === undefined ? undefined : Number(line.slice(series.length + 1));
+}
+
+describe('the HTTP server (SONAR_HTTP_PORT)', () => {
+  it('is off unless SONAR_HTTP_PORT is set', () => {
+    const ctx = { ...backend.ctx, config: { ...backend.ctx.config, httpPort: undefined } };
+    expect(httpComponent()(ctx)).not.toBeInstanceOf(HttpComponent);
+    expect(httpComponent()(backend.ctx)).toBeInstanceOf(HttpComponent);
+  });
+
+  it('serves /healthz, /readyz, mounted routes, and 404/405 otherwise', async () => {
+    expect(await (await get('/healthz')).json()).toEqual({ ok: true });
+    const ready = await get('/readyz');
+    expect(ready.status).toBe(200);
+    expect(await ready.json()).toEqual({
+      ready: true,
+      checks: { connected: true, topology: true, projection: true },
+    });
+    expect(await (await get('/extra/x/y')).json()).toEqual({ path: '/extra/x/y' });
+    expect((await get('/nope')).status).toBe(404);
+    expect(
+      (await fetch(`http://127.0.0.1:${http.server.port}/metrics`, { method: 'POST' })).status,
+    ).toBe(405);
+  });
+
+  it('exposes metrics that move: publishes go up after a submit', async () => {
+    const before = await (await get('/metrics')).text();
+    expect(sample(before, 'sonar_task_publishes_total')).toBe(0);
+    expect(sample(before, 'sonar_task_requeues_total{reason="worker-lost"}')).toBe(0);
+    expect(sample(before, 'sonar_workers_live')).toBe(1);
+    expect(sample(before, 'sonar_capacity{tag="a"}')).toBe(2);
+    expect(sample(before, 'sonar_capacity_global')).toBe(2);
+    expect(sample(before, 'sonar_finalize_queue_depth')).toBe(0);
+
+    const runId = 'm1';
+    await new SonarClient(nc, { prefix: backend.ctx.names.prefix }).submit({
+      runId,
+      steps: [
+        { id: 's', tags: ['a'], tasks: [1, 2, 3].map((i) => ({ id: `t${i}`, input: { i } })) },
+      ],
+    });
+    await eventually(
+      () => backend.ctx.loop.projection.runs.get(runId)?.snapshot.value === 'Succeeded',
+      {
+        timeoutMs: 20_000,
+      },
+    );
+    const after = await (await get('/metrics')).text();
+    expect(sample(after, 'sonar_task_publishes_total')).toBe(3);
+    expect(sample(after, 'sonar_tasks{state="Succeeded"}')).toBe(3);
+    expect(sample(after, 'sonar_tasks_finalized_total')).toBe(3);
+    expect(sample(after, 'sonar_tasks_poisoned')).toBe(0);
+    expect(sample(after, 'sonar_workers{state="Active"}')).toBe(1);
+    expect(sample(after, 'sonar_reconciler_leader')).toBe(1);
+    expect(
+      sample(after, 'sonar_reconcile_pass_duration_seconds_count{kind="full"}'),
+    ).toBeGreaterThan(0);
+    expect(after).toContain('# TYPE sonar_finalize_lease_renewals_total counter');
+  });
+});
