@@ -3,6 +3,7 @@ import { connect, credsAuthenticator } from '@nats-io/transport-node';
 import type { ConnectionOptions, NatsConnection } from '@nats-io/transport-node';
 import { ErrorCode, SonarError } from '../actors/errors.js';
 import type { SonarConfig } from './config.js';
+import { coalesceWrites } from './nats-coalesce.js';
 
 export type ConnectSettings = Pick<
   SonarConfig,
@@ -35,7 +36,9 @@ export async function connectNats(
   }
   if (settings.natsTlsCa) opts.tls = { caFile: settings.natsTlsCa };
   try {
-    return await connect(opts);
+    const nc = await connect(opts);
+    coalesceWrites(nc);
+    return nc;
   } catch (err: unknown) {
     const why = err instanceof Error ? err.message : String(err);
     throw new SonarError(

@@ -69,7 +69,7 @@ function* runEvents(n: Names, runId: string, tasks: number): Generator<[string, 
 }
 
 /** Publishes runs until about `events` events are stored; pipelined, one connection (ordered). */
-async function generate(nc: NatsConnection, n: Names, events: number, runPrefix: string) {
+export async function generateForBench(nc: NatsConnection, n: Names, events: number, runPrefix: string) {
   const js = jetstream(nc);
   const enc = new TextEncoder();
   const runs = Math.max(1, Math.round(events / (TASKS_PER_RUN * 5)));
@@ -121,7 +121,7 @@ export async function replayAtScale(
   const jsm = await jetstreamManager(nc);
   await ensureTopology(jsm, n, DEFAULT_TOPOLOGY_OPTIONS);
   let t = performance.now();
-  await generate(nc, n, events, 'big');
+  await generateForBench(nc, n, events, 'big');
   const generateMs = performance.now() - t;
   const generated = (await jsm.streams.info(n.streams.events)).state.last_seq;
   // Long timings: this backend must not lose its leadership or requeue anything meanwhile.
@@ -136,7 +136,7 @@ export async function replayAtScale(
   const written = await full2.b.waitForLog('projection snapshot written', 120_000);
   await full2.b.stop('SIGKILL'); // no snapshot on stop: the tail below stays a tail
   const before = (await jsm.streams.info(n.streams.events)).state.last_seq;
-  await generate(nc, n, 50_000, 'tail');
+  await generateForBench(nc, n, 50_000, 'tail');
   const tail = (await jsm.streams.info(n.streams.events)).state.last_seq - before;
   const stored = await storedSnapshot(deps);
   if (!stored || stored.seq < generated) throw new Error('no snapshot of the 1M events stored');

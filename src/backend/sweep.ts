@@ -1,3 +1,4 @@
+import { finalizeMsgId } from '../../streams/queues.js';
 import { newId } from '../ids.js';
 import type { BackendContext } from './context.js';
 import { FailureLog } from './finalize-failures.js';
@@ -130,8 +131,7 @@ export class FullSweep {
         ctx.now(),
         ctx.config.finalizeLeaseMs,
         {
-          msgId: (job, round) =>
-            `fin.${job.runId}.${job.taskId}.${job.attemptId}.${round}.sweep-${sweepId}`,
+          msgId: (job, round) => `${finalizeMsgId(job, round)}.sweep-${sweepId}`,
         },
       );
     });
@@ -144,6 +144,12 @@ export class FullSweep {
     await attempt('retention', async () => {
       r.retention = await applyRetention(ctx, this.snapshots, this.purgedRuns);
     });
+    if (r.stuckJobs.unidentified > 0) {
+      // Their MAX_DELIVERIES advisory (if it comes) or an operator deals with them.
+      log.warn('finalize jobs stuck past max_deliver could not be identified', {
+        count: r.stuckJobs.unidentified,
+      });
+    }
     r.ms = Math.round(performance.now() - started);
     log.info('full sweep done', summaryOf(r));
     return r;

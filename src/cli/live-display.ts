@@ -12,6 +12,30 @@ export interface LiveDisplayOptions {
    */
   plainIntervalMs?: number;
   out?: DisplayOutput;
+  /**
+   * Terminal width: longer lines are cut, since a wrapped line would break the redraw.
+   * @defaultValue `process.stdout.columns`, else 120
+   */
+  columns?: () => number;
+}
+
+/** Cuts `line` to `width` visible characters; ANSI color codes count for nothing. */
+export function fitLine(line: string, width: number): string {
+  let visible = 0;
+  let i = 0;
+  while (i < line.length) {
+    if (line[i] === '\u001b') {
+      const end = line.indexOf('m', i);
+      if (end !== -1) {
+        i = end + 1;
+        continue;
+      }
+    }
+    if (visible === width) return `${line.slice(0, i)}\u001b[0m`;
+    visible++;
+    i++;
+  }
+  return line;
 }
 
 /**
@@ -71,7 +95,8 @@ export class LiveDisplay {
   private redraw(): void {
     this.clear();
     if (this.lines.length === 0) return;
-    this.out.write(`${this.lines.join('\n')}\n`);
+    const width = Math.max(20, (this.opts.columns?.() ?? process.stdout.columns ?? 120) - 1);
+    this.out.write(`${this.lines.map((l) => fitLine(l, width)).join('\n')}\n`);
     this.drawn = this.lines.length;
   }
 }

@@ -105,6 +105,8 @@ export class Supervisor {
   private readonly slots: Slot[];
   private readonly log: Logger;
   private stopping = false;
+  /** Reports sent before `stop()`: stop cuts their retries short. */
+  private readonly reporting = new Set<AbortController>();
   private readonly listeners = new Set<(e: SupervisorEvent) => void>();
 
   constructor(private readonly opts: SupervisorOptions) {
@@ -156,6 +158,7 @@ export class Supervisor {
   /** SIGTERM to every child (they drain), then waits; SIGKILL after `stopTimeoutMs`. */
   async stop(): Promise<void> {
     this.stopping = true;
+    for (const r of this.reporting) r.abort();
     for (const s of this.slots) {
       if (s.timer) clearTimeout(s.timer);
       s.child?.kill('SIGTERM');
@@ -244,12 +247,14 @@ export class Supervisor {
     code: number | null,
     signal: NodeJS.Signals | null,
   ): Promise<void> {
+    const abort = new AbortController();
+    this.reporting.add(abort);
     try {
       // While stopping, the backend may be going too: do not hold the shutdown for long.
       await this.opts.api.request(
         'exited',
         { workerId, code, signal },
-        this.stopping ? { retryForMs: 2_000 } : {},
+        this.stopping ? { retryForMs: 2_000 } : { signal: abort.signal },
       );
       this.emit({ type: 'reported', workerId, outcome: 'reported' });
     } catch (err: unknown) {
@@ -261,6 +266,8 @@ export class Supervisor {
         workerId,
         outcome: notJoined ? 'not-joined' : 'failed',
       });
+    } finally {
+      this.reporting.delete(abort);
     }
   }
 

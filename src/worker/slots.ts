@@ -25,6 +25,18 @@ export class Slots {
     return new Promise((resolve) => this.waiters.push(resolve));
   }
 
+  /** Slots free now. */
+  get available(): number {
+    return this.free;
+  }
+
+  /** Takes up to `max` free slots now, without waiting; returns how many it took. */
+  tryTake(max: number): number {
+    const n = Math.max(0, Math.min(max, this.free));
+    this.free -= n;
+    return n;
+  }
+
   release(): void {
     const next = this.waiters.shift();
     if (next) next();

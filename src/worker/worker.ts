@@ -220,34 +220,49 @@ export class Worker {
     };
   }
 
-  /** One tag's loop: take a slot, then pull one message for it; never more than `slots`. */
+  /**
+   * One tag's loop: take a free slot (waiting for one), plus this tag's share of the other
+   * free slots, then pull that many messages in one request; never more than `slots` held.
+   * Why a batch: one `next()` per message costs a pull round trip each, and a loop waiting on
+   * it cannot ask for more, so a busy worker pulled one message per round trip.
+   */
   private async pullLoop(consumer: Consumer): Promise<void> {
     while (this.accepting) {
       await this.slots.acquire();
+      const share = Math.floor(this.slots.available / this.opts.tags.length);
+      const taken = 1 + this.slots.tryTake(share);
+      const giveBack = (n: number) => {
+        for (let i = 0; i < n; i++) this.slots.release();
+      };
       if (!this.accepting) {
-        this.slots.release();
+        giveBack(taken);
         break;
       }
-      let m: JsMsg | null;
+      let got = 0;
       try {
-        m = await consumer.next({ expires: this.opts.pullExpiresMs });
+        const batch = await consumer.fetch({
+          max_messages: taken,
+          expires: this.opts.pullExpiresMs,
+        });
+        for await (const m of batch) {
+          got++;
+          this.handling++;
+          void this.handleMessage(m).finally(() => {
+            this.slots.release();
+            this.handling--;
+            if (this.handling === 0) for (const w of this.idleWaiters.splice(0)) w();
+          });
+          // Draining: what this batch still has coming would only be nak'ed.
+          if (!this.accepting) await batch.close();
+        }
       } catch (err: unknown) {
-        this.slots.release();
+        giveBack(taken - got);
+        got = taken;
         if (!this.accepting) break;
         this.log.warn('pull failed', { err });
         await new Promise((r) => setTimeout(r, NAK_DELAY_MS));
-        continue;
       }
-      if (!m) {
-        this.slots.release();
-        continue;
-      }
-      this.handling++;
-      void this.handleMessage(m).finally(() => {
-        this.slots.release();
-        this.handling--;
-        if (this.handling === 0) for (const w of this.idleWaiters.splice(0)) w();
-      });
+      giveBack(taken - got);
     }
   }
 

@@ -29,9 +29,11 @@ describe('chaos: a 3-node cluster, SONAR_REPLICAS=3, the streams leader SIGKILLe
       urls: cluster.urls,
       env: { SONAR_REPLICAS: '3' },
     }));
-    await Promise.all([w.startBackend(), w.startBackend()]);
+    // One at a time: the first provisions the topology (see the README on concurrent starts).
+    await w.startBackend();
+    await w.startBackend();
     await w.waitWorkersLive(Array.from({ length: 6 }, () => w.startWorker()));
-    await w.client.submit(chaosRun('kill-node', TASKS));
+    await w.submit(chaosRun('kill-node', TASKS));
     await w.waitFinalized(TASKS * 0.3);
 
     const jsm = await jetstreamManager(w.nc);

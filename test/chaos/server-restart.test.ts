@@ -28,7 +28,7 @@ describe('chaos: the single nats-server SIGKILLed mid-run, restarted on its port
     const w = (world = await ChaosWorld.start({ urls: [server.url] }));
     await w.startBackend();
     await w.waitWorkersLive(Array.from({ length: 6 }, () => w.startWorker()));
-    await w.client.submit(chaosRun('kill-server', TASKS));
+    await w.submit(chaosRun('kill-server', TASKS));
     await w.waitFinalized(TASKS * 0.3);
 
     const faults: Fault[] = [{ what: `SIGKILL nats-server, down ${DOWN_MS} ms`, at: Date.now() }];

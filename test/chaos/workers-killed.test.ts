@@ -37,7 +37,7 @@ describe('chaos: workers SIGKILLed mid-run while new ones join', () => {
     world = await ChaosWorld.start({ urls: [server.url] });
     await world.startBackend();
     await world.waitWorkersLive(Array.from({ length: FLEET }, () => world!.startWorker()));
-    await world.client.submit(chaosRun('kill-workers', TASKS));
+    await world.submit(chaosRun('kill-workers', TASKS));
 
     // Two waves, each killing 20% of the live fleet (SIGKILL: no drain, no release, no
     // leave) and starting as many new workers, which join while the run goes on.

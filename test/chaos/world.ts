@@ -180,13 +180,28 @@ export class ChaosWorld {
       timeoutMs,
       intervalMs: 100,
       message: `${count} results finalized`,
-    });
+    }).catch(async (err: unknown) => this.failWithDiagnosis(err));
+  }
+
+  /** Rethrows `err` with what the world looks like (see diagnose.ts). */
+  private async failWithDiagnosis(err: unknown): Promise<never> {
+    const { diagnose } = await import('./diagnose.js');
+    throw new Error(`${String(err)}\n${await diagnose(this, this.runId ?? '')}`, { cause: err });
   }
 
   /**
    * The run's status, through a fresh client each time: EventStore caches its JetStream
    * manager promise, and one made while the server was down stays rejected.
    */
+  /** The run this world submitted last (for diagnostics). */
+  runId: string | null = null;
+
+  /** Submits a run file through the client SDK. */
+  async submit(file: RunFile): Promise<void> {
+    this.runId = file.runId;
+    await this.client.submit(file);
+  }
+
   status(runId: string): Promise<RunStatus> {
     return new SonarClient(this.nc, { prefix: this.n.prefix }).status(runId);
   }
@@ -199,7 +214,7 @@ export class ChaosWorld {
         return s.state !== null && TERMINAL_RUN.has(s.state) ? s : false;
       },
       { timeoutMs, intervalMs: 1_000, message: `run ${runId} ended` },
-    );
+    ).catch(async (err: unknown) => this.failWithDiagnosis(err));
   }
 
   /** `sonar export` as a real process: the JSONL lines of the whole prefix. */

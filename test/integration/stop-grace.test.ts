@@ -7,6 +7,8 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { enqueueFinalization } from '../../streams/queues.js';
 import { StillStoppingError } from '../../src/backend/straggler-guard.js';
+import { SonarClient } from '../../src/client/client.js';
+import { createWorker } from '../../src/worker/worker.js';
 import { eventually } from '../helpers/eventually.js';
 import { startPoolBackend } from '../helpers/finalize-backend.js';
 import {
@@ -18,6 +20,7 @@ import {
 import { startNatsServer } from '../helpers/nats-server.js';
 import type { NatsServer } from '../helpers/nats-server.js';
 import { freshTopology } from '../helpers/topology.js';
+import { dispatchRun, runFileOf, startTestBackend, taskOf } from '../helpers/worker-fixtures.js';
 
 let server: NatsServer;
 let nc: NatsConnection;
@@ -131,6 +134,40 @@ describe('bounded shutdown', () => {
     } finally {
       release();
       await w.stop();
+    }
+  });
+
+  it('a draining worker whose backend is gone stops within SONAR_STOP_GRACE of its drain deadline', async () => {
+    const tb = await startTestBackend(server.url, nc);
+    const { ctx } = tb;
+    await new SonarClient(nc, { prefix: ctx.names.prefix }).submit(
+      runFileOf('r1', [{ id: 's', tags: ['a'], count: 1 }]),
+    );
+    const worker = createWorker({
+      tags: ['a'],
+      nc,
+      prefix: ctx.names.prefix,
+      drainGraceMs: '200ms',
+      killGraceMs: '100ms',
+      stopGraceMs: '1s',
+      spot: false,
+      // Ignores its abort: the worker abandons it after the kill grace.
+      handler: () => new Promise(() => {}),
+    });
+    try {
+      await worker.start();
+      await dispatchRun(ctx, 'r1');
+      await eventually(() => taskOf(ctx, 'r1', 't0').value === 'Running');
+      // The backend goes away: release and leave get no answer, and would retry for 10 s each.
+      await tb.stop();
+      const draining = performance.now();
+      await worker.drain();
+      const tookMs = performance.now() - draining;
+      // Drain request and deadline (0.2 s each), then at most the stop grace (1 s).
+      expect(tookMs).toBeLessThan(3_000);
+      expect(worker.state).toBe('Stopped');
+    } finally {
+      if (worker.state === 'Running') await worker.drain().catch(() => {});
     }
   });
 });

@@ -3,7 +3,7 @@ import { keyOf } from '../../../actors/ids.js';
 import type { EventRecord, TaskSnapshot } from '../../../actors/projection.js';
 import { tokenMatches } from '../attempt-token.js';
 import type { BackendContext } from '../context.js';
-import { syncSubject } from './sync.js';
+import { syncRecent } from './sync.js';
 
 /** The fields every attempt-scoped request carries (start, result, fail, release). */
 export interface AttemptRequest {
@@ -43,7 +43,8 @@ function invalidToken(req: AttemptRequest): SonarError {
 }
 
 /**
- * Finds the request's task and checks its credentials, appending nothing:
+ * Finds the request's task and checks its credentials, appending nothing (after catching up
+ * with the stream, unless `synced`: the caller caught up since the request arrived):
  * no task -> `not_found`; an attempt the task never had -> `stale_attempt`; a token whose
  * sha256 is not that attempt's `tokenHash` -> `invalid_token`. An earlier attempt with its
  * right token comes back with `current: false`: the caller answers a retried request the
@@ -52,9 +53,10 @@ function invalidToken(req: AttemptRequest): SonarError {
 export async function resolveAttempt(
   ctx: BackendContext,
   req: AttemptRequest,
+  opts: { synced?: boolean } = {},
 ): Promise<ResolvedAttempt> {
   const subject = ctx.names.subjects.task(req.runId, req.taskId);
-  await syncSubject(ctx, subject);
+  if (!opts.synced) await syncRecent(ctx);
   const entry = ctx.loop.projection.tasks.get(keyOf(req.runId, req.taskId));
   if (!entry) {
     throw new SonarError(ErrorCode.NotFound, `no task ${req.runId}.${req.taskId}`, {

@@ -1,7 +1,6 @@
 import { ErrorCode, IllegalTransitionError, SonarError } from '../../../actors/errors.js';
 import type { Issue } from '../../../actors/errors.js';
 import { keyOf } from '../../../actors/ids.js';
-import type { EventRecord } from '../../../actors/projection.js';
 import type { StepContext } from '../../../actors/step/step.machine.js';
 import {
   canonicalJson,
@@ -34,13 +33,40 @@ export function submitHandlers(ctx: BackendContext): Handlers {
   const stepEventId = (runId: string, stepId: string, hash: string): string =>
     `step.${runId}.${stepId}.${hash}`;
 
-  /** The run's StepCreated events as stored, in stream order. */
-  const storedSteps = async (runId: string): Promise<EventRecord[]> =>
-    (await ctx.store.readAggregate(n.subjects.step(runId, '*'))).filter(
-      (r) => r.type === 'StepCreated',
-    );
+  /**
+   * The run's steps in creation (stream) order, from a projection that has caught up: a walk
+   * of the step table. Not a read of `<prefix>.events.step.<runId>.*`: nats-server 2.9 serves
+   * a wildcard-filtered consumer by scanning the stream from its start, which made every
+   * submit cost a full scan (three per run) on a stream of millions of events.
+   */
+  const stepIdsOf = (runId: string): string[] => {
+    const prefix = `${runId}.`;
+    const ids: string[] = [];
+    for (const key of ctx.loop.projection.steps.keys()) {
+      if (key.startsWith(prefix)) ids.push(key.slice(prefix.length));
+    }
+    return ids;
+  };
 
-  const stepIdOf = (r: EventRecord): string => (r.data as { stepId: string }).stepId;
+  /**
+   * Refuses (`conflict`) when any of `stepIds`, stored steps of the run, is not a step of this
+   * file: one the file does not have, or one whose `StepCreated` id carries another hash
+   * (read from that step's own subject).
+   */
+  const checkSameFile = async (
+    runId: string,
+    hash: string,
+    stepIds: string[],
+    wanted: Map<string, unknown>,
+  ): Promise<void> => {
+    for (const stepId of stepIds) {
+      if (!wanted.has(stepId)) throw differentFile(runId);
+      const created = (await ctx.store.readAggregate(n.subjects.step(runId, stepId))).find(
+        (r) => r.type === 'StepCreated',
+      );
+      if (created?.id !== stepEventId(runId, stepId, hash)) throw differentFile(runId);
+    }
+  };
 
   const differentFile = (runId: string): SonarError =>
     new SonarError(
@@ -79,16 +105,12 @@ export function submitHandlers(ctx: BackendContext): Handlers {
         });
       }
       if (issues.length > 0) throw validationError('submit.begin', issues);
-      const stored = await storedSteps(req.runId);
+      await syncAll(ctx);
       const wanted = new Map(req.steps.map((s) => [s.id, s]));
-      for (const r of stored) {
-        if (r.id !== stepEventId(req.runId, stepIdOf(r), req.hash)) throw differentFile(req.runId);
-      }
-      // Judge the missing steps on a projection that holds the stored ones.
-      await ctx.loop.waitFor(Math.max(0, ...stored.map((r) => r.seq)));
-      const have = new Set(stored.map(stepIdOf));
+      const have = stepIdsOf(req.runId);
+      await checkSameFile(req.runId, req.hash, have, wanted);
       const cmds: Command[] = [...wanted.values()]
-        .filter((s) => !have.has(s.id))
+        .filter((s) => !have.includes(s.id))
         .map((s) => ({
           subject: n.subjects.step(req.runId, s.id),
           type: 'StepCreated',
@@ -105,20 +127,21 @@ export function submitHandlers(ctx: BackendContext): Handlers {
           id: stepEventId(req.runId, s.id, req.hash),
         }));
       // One by one, in file order: the steps' creation order is their dispatch order.
+      const mine = new Set<string>();
       for (const cmd of cmds) {
         try {
           await writer.write(cmd);
+          mine.add((cmd.data as { stepId: string }).stepId);
         } catch (err: unknown) {
           if (!(err instanceof IllegalTransitionError)) throw err;
         }
       }
-      // A concurrent begin of another file may have won a step: read again to be sure.
+      // A concurrent begin of another file may have won a step, or added steps of its own:
+      // look again, and read the creation of every step this request did not write itself.
       if (cmds.length > 0) {
-        for (const r of await storedSteps(req.runId)) {
-          if (r.id !== stepEventId(req.runId, stepIdOf(r), req.hash)) {
-            throw differentFile(req.runId);
-          }
-        }
+        await syncAll(ctx);
+        const others = stepIdsOf(req.runId).filter((id) => !mine.has(id) && !have.includes(id));
+        await checkSameFile(req.runId, req.hash, others, wanted);
       }
       return { runId: req.runId, steps: req.steps.length, taskCount: req.taskCount };
     },
@@ -184,8 +207,8 @@ export function submitHandlers(ctx: BackendContext): Handlers {
       await syncAll(ctx);
       const run = ctx.loop.projection.runs.get(req.runId);
       if (run) return { runId: req.runId, taskCount: run.snapshot.context.taskCount };
-      const stored = await storedSteps(req.runId);
-      if (stored.length === 0) {
+      const stepIds = stepIdsOf(req.runId);
+      if (stepIds.length === 0) {
         throw new SonarError(
           ErrorCode.NotFound,
           `run ${req.runId} has no submit in progress: call submit.begin first`,
@@ -194,8 +217,7 @@ export function submitHandlers(ctx: BackendContext): Handlers {
       }
       const issues: Issue[] = [];
       let taskCount = 0;
-      for (const r of stored) {
-        const stepId = stepIdOf(r);
+      for (const stepId of stepIds) {
         const want = ctx.loop.projection.steps.get(keyOf(req.runId, stepId))?.snapshot.context
           .taskCount;
         const have = ctx.loop.projection.stepTasks.get(keyOf(req.runId, stepId))?.length ?? 0;
@@ -213,7 +235,7 @@ export function submitHandlers(ctx: BackendContext): Handlers {
         await writer.write({
           subject: n.subjects.run(req.runId),
           type: 'RunSubmitted',
-          data: { runId: req.runId, stepIds: stored.map(stepIdOf), taskCount },
+          data: { runId: req.runId, stepIds, taskCount },
           id: `run.${req.runId}`,
         });
       } catch (err: unknown) {

@@ -39,3 +39,26 @@ export async function syncAll(ctx: BackendContext): Promise<void> {
   const info = await ctx.jsm.streams.info(ctx.names.streams.events);
   await waitForSeq(ctx, info.state.messages === 0 ? 0 : info.state.last_seq);
 }
+
+/** Per backend: the stream read that the calls arriving now will share, until it starts. */
+const nextRead = new WeakMap<BackendContext, Promise<void>>();
+
+/**
+ * `syncAll` for requests that arrive together: waits until the projection holds every event
+ * stored before this call. The read of the stream's end starts on the next event-loop turn,
+ * after every call that joins it arrived, so each caller gets the guarantee of its own
+ * read; under load one read serves many requests instead of a last-by-subject read each
+ * (worker requests otherwise cost two API calls apiece: one for the worker, one for the task).
+ */
+export function syncRecent(ctx: BackendContext): Promise<void> {
+  let read = nextRead.get(ctx);
+  if (!read) {
+    read = new Promise<void>((resolve) => setImmediate(resolve)).then(() => {
+      // From here on, a new call needs a read that starts after it: a new batch.
+      nextRead.delete(ctx);
+      return syncAll(ctx);
+    });
+    nextRead.set(ctx, read);
+  }
+  return read;
+}

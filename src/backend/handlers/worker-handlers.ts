@@ -59,7 +59,8 @@ async function handleAttempt(
   verb: AttemptVerb,
 ): Promise<ReturnType<typeof attemptReply>> {
   await requireLiveWorker(ctx, req.workerId);
-  const a = await resolveAttempt(ctx, req);
+  // requireLiveWorker caught up with the whole stream as of this request: the task too.
+  const a = await resolveAttempt(ctx, req, { synced: true });
   const holder = a.task.context.workerId;
   // A redelivered dispatch message can hand one attempt to two workers: only the one that
   // started it may report on it.

@@ -1,14 +1,14 @@
 import { ErrorCode, SonarError } from '../../../actors/errors.js';
 import type { WorkerSnapshot } from '../../../actors/projection.js';
 import type { BackendContext } from '../context.js';
-import { syncSubject } from './sync.js';
+import { syncRecent } from './sync.js';
 
 /** The worker's current snapshot, after catching up on its events; undefined when unknown. */
 export async function workerOf(
   ctx: BackendContext,
   workerId: string,
 ): Promise<WorkerSnapshot | undefined> {
-  await syncSubject(ctx, ctx.names.subjects.worker(workerId));
+  await syncRecent(ctx);
   return ctx.loop.projection.workers.get(workerId)?.snapshot;
 }
 

@@ -50,7 +50,12 @@ export async function deleteOrphanConsumers(
   const again = lastAdvertised(ctx.loop.projection, fresh, ctx.now());
   for (const { name, tag } of candidates) {
     if (!(now - (again.get(tag) ?? -Infinity) > ageMs)) continue;
-    if (await jsm.consumers.delete(stream, name).catch(() => false)) report.deleted.push(name);
+    try {
+      if (await jsm.consumers.delete(stream, name)) report.deleted.push(name);
+    } catch (err: unknown) {
+      // Gone already (another sweep by hand), or the server is busy: next sweep.
+      ctx.log.warn('orphan consumer not deleted', { component: 'sweep', consumer: name, err });
+    }
   }
   return report;
 }

@@ -24,7 +24,7 @@ const untilSignal = (): Promise<NodeJS.Signals> =>
 function banner(stack: DevStack, color: boolean): string {
   const http =
     stack.config.httpPort !== undefined
-      ? `\n  http     /metrics /healthz /readyz on port ${stack.config.httpPort}`
+      ? `\n  http     dashboard, /metrics, /healthz, /readyz: http://${stack.config.httpHost ?? '127.0.0.1'}:${stack.config.httpPort}/`
       : '';
   return [
     paint(color, 'green', `sonar dev: NATS at ${stack.url}`),
@@ -64,6 +64,7 @@ export function registerDev(program: Command): void {
       const port = wholeNumber('--port', flags.port, 0);
       const workers = wholeNumber('--workers', flags.workers);
       const tty = isTty();
+      let early: string[] | null = [];
       const stack = await startDevStack({
         dir: flags.dir,
         port,
@@ -72,7 +73,10 @@ export function registerDev(program: Command): void {
         overrides: { SONAR_HTTP_PORT: flags.httpPort },
         ...(!flags.demo && {
           onSupervisorEvent: (e) => {
-            if (e.type !== 'respawning') process.stdout.write(`${describeSupervisorEvent(e)}\n`);
+            if (e.type === 'respawning') return;
+            // Held back until the banner is out, so the first lines say where things are.
+            if (early) early.push(describeSupervisorEvent(e));
+            else process.stdout.write(`${describeSupervisorEvent(e)}\n`);
           },
         }),
       });
@@ -80,6 +84,8 @@ export function registerDev(program: Command): void {
       const signalled = untilSignal();
       try {
         process.stdout.write(`${banner(stack, tty)}\n`);
+        for (const line of early ?? []) process.stdout.write(`${line}\n`);
+        early = null;
         if (!flags.demo) {
           process.stdout.write(
             `ready: export SONAR_NATS_URL=${stack.url}; sonar submit RUN.json --wait (Ctrl-C stops)\n`,

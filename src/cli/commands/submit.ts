@@ -98,6 +98,10 @@ export function registerSubmit(program: Command): void {
                 runId,
                 state,
                 reason: run.context.reason,
+                taskCount: run.context.taskCount,
+                steps: Object.fromEntries(
+                  stepProgress(p, runId).map((st) => [st.stepId, st.state]),
+                ),
                 tasks: tasksByState(p, runId),
                 failures: report.failures,
               })}\n`,

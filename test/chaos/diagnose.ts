@@ -1,0 +1,53 @@
+/**
+ * What a stuck chaos scenario looks like from outside, for its failure message: the run's
+ * task counts, the streams and consumers, and each process's warnings and errors.
+ */
+import { jetstreamManager } from '@nats-io/jetstream';
+import { logLines } from './world.js';
+import type { ChaosWorld } from './world.js';
+
+export async function diagnose(w: ChaosWorld, runId: string): Promise<string> {
+  const out: string[] = [];
+  const safely = async (what: string, fn: () => Promise<unknown>): Promise<void> => {
+    try {
+      out.push(`${what}: ${JSON.stringify(await fn())}`);
+    } catch (err: unknown) {
+      out.push(`${what}: ${String(err)}`);
+    }
+  };
+  await safely('status', () => w.status(runId));
+  const jsm = await jetstreamManager(w.nc, { timeout: 2_000 }).catch(() => null);
+  if (jsm) {
+    for (const s of [w.n.streams.events, w.n.streams.dispatch, w.n.streams.finalize]) {
+      await safely(s, async () => {
+        const i = await jsm.streams.info(s);
+        const consumers = [];
+        for await (const c of jsm.consumers.list(s)) {
+          consumers.push({
+            name: c.name,
+            delivered: c.delivered.stream_seq,
+            ackFloor: c.ack_floor.stream_seq,
+            pending: c.num_pending,
+            ackPending: c.num_ack_pending,
+            waiting: c.num_waiting,
+          });
+        }
+        return { state: i.state, leader: i.cluster?.leader, consumers };
+      });
+    }
+  }
+  const procs = [...w.backends.map((b) => b.proc), ...w.workers];
+  for (const p of procs) {
+    const noisy = logLines(p)
+      .filter((l) => l['level'] === 'warn' || l['level'] === 'error')
+      .slice(-8)
+      .map((l) => `${String(l['time'])} ${String(l['level'])} ${String(l['msg'])} ${errText(l)}`);
+    out.push(`--- ${p.name} (${p.running ? 'running' : 'exited'})\n${noisy.join('\n')}`);
+  }
+  return out.join('\n');
+}
+
+function errText(l: Record<string, unknown>): string {
+  const err = l['err'] as { message?: unknown } | undefined;
+  return typeof err?.message === 'string' ? err.message.slice(0, 200) : '';
+}
