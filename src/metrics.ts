@@ -12,7 +12,9 @@
 /** One signal; `nodeId` tells apart the backends that share a process (tests). */
 export type MetricSignal =
   | { kind: 'reconcile-pass'; nodeId: string; ms: number; full: boolean }
-  | { kind: 'lease-renewal'; nodeId: string };
+  | { kind: 'lease-renewal'; nodeId: string }
+  /** A full sweep ended: what it found and fixed, as flat counts (sweep.ts `summaryOf`). */
+  | { kind: 'sweep'; nodeId: string; counts: Record<string, number | string | null> };
 
 type Listener = (signal: MetricSignal) => void;
 

@@ -89,6 +89,13 @@ export class BackendMetrics {
       buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
       registers,
     });
+    const sweepFixes = new Counter<'repair'>({
+      name: 'sonar_sweep_repairs_total',
+      help: 'What full sweeps found and fixed, by repair (workersLost, dispatchPurged, ...)',
+      labelNames: ['repair'],
+      registers,
+    });
+    const sweeps = counter('sonar_sweeps_total', 'Full sweeps run by this backend');
     // Label children exist from the start, so a series reads 0 rather than being absent.
     for (const reason of ['publish-timeout', 'worker-lost', 'worker-released', 'operator']) {
       requeues.inc({ reason }, 0);
@@ -119,10 +126,19 @@ export class BackendMetrics {
       }),
       onMetricSignal((s) => {
         if (s.nodeId !== ctx.nodeId) return;
-        if (s.kind === 'reconcile-pass') {
-          pass.observe({ kind: s.full ? 'full' : 'prompt' }, s.ms / 1000);
-        } else {
-          renewals.inc();
+        switch (s.kind) {
+          case 'reconcile-pass':
+            pass.observe({ kind: s.full ? 'full' : 'prompt' }, s.ms / 1000);
+            break;
+          case 'lease-renewal':
+            renewals.inc();
+            break;
+          case 'sweep':
+            sweeps.inc();
+            for (const [repair, n] of Object.entries(s.counts)) {
+              if (repair !== 'ms' && typeof n === 'number' && n > 0) sweepFixes.inc({ repair }, n);
+            }
+            break;
         }
       }),
     );

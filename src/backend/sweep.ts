@@ -1,3 +1,4 @@
+import { signalMetric } from '../metrics.js';
 import { finalizeMsgId } from '../../streams/queues.js';
 import { newId } from '../ids.js';
 import type { BackendContext } from './context.js';
@@ -151,7 +152,9 @@ export class FullSweep {
       });
     }
     r.ms = Math.round(performance.now() - started);
-    log.info('full sweep done', summaryOf(r));
+    const summary = summaryOf(r);
+    log.info('full sweep done', summary);
+    signalMetric({ kind: 'sweep', nodeId: ctx.nodeId, counts: summary });
     return r;
   }
 }
