@@ -82,7 +82,7 @@ async function main(): Promise<void> {
       throughput: [],
       light: [],
       recovery: [],
-      memory: { at20kMb: 0, at100kMb: 0, peakMb: 0, tasks: 0 },
+      memory: [],
       replay: null,
     };
 
@@ -106,16 +106,11 @@ async function main(): Promise<void> {
         await recovery(env, `hold${r}`, (live * opts.slots) / 2, workers[r]!, ORPHAN_AGE_MS),
       );
     }
-    log('memory at 100k tasks');
-    const mem = await memoryAt(env, backend, 100_000);
-    result.memory = {
-      at20kMb: mem.before.rssMb,
-      at100kMb: mem.after.rssMb,
-      peakMb: mem.after.peakMb,
-      tasks: 100_000 + opts.tasks * opts.rounds + 2_000,
-    };
     for (const c of children.splice(0).reverse()) await c.stop();
-
+    for (let r = 0; r < opts.rounds; r++) {
+      log(`memory at 100k tasks, round ${r + 1}`);
+      result.memory.push(await memoryAt(nc, server.url, 100_000));
+    }
     if (opts.events > 0) {
       log(`replay at ${opts.events} events`);
       result.replay = await replayAtScale(nc, server.url, opts.events, opts.prof);

@@ -7,9 +7,9 @@ import { setTimeout as delay } from 'node:timers/promises';
 import type { JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { Names } from '../../streams/names.js';
-import type { SonarClient } from '../../src/client/client.js';
+import { SonarClient } from '../../src/client/client.js';
 import type { Child } from './procs.js';
-import { memoryOf } from './procs.js';
+import { memoryOf, startBackend } from './procs.js';
 import {
   counterDelta,
   countByType,
@@ -200,10 +200,23 @@ export async function recovery(
   };
 }
 
-/** Submits `count` tasks nobody serves (they stay Pending) and reads the backend's memory. */
-export async function memoryAt(env: Env, backend: Child, count: number) {
-  const before = memoryOf(backend.pid);
-  await env.client.submit(runFile('idle', count, {}, 'nobody'));
-  await delay(3_000); // a reconcile tick or two over the new tasks
-  return { before, after: memoryOf(backend.pid) };
+/**
+ * A fresh backend on its own prefix: submits `count` tasks nobody serves (they stay Pending)
+ * and reads its memory once the submit is done and again after the leader's snapshot (it
+ * writes one past 100k events), with the peak (VmHWM) over all of it.
+ */
+export async function memoryAt(nc: NatsConnection, url: string, count: number) {
+  const prefix = 'benchmem';
+  const backend = await startBackend({ SONAR_NATS_URL: url, SONAR_PREFIX: prefix });
+  try {
+    const client = new SonarClient(nc, { prefix });
+    const up = memoryOf(backend.pid);
+    await client.submit(runFile('idle', count, {}, 'nobody'));
+    const submitted = memoryOf(backend.pid);
+    await backend.waitForLog('projection snapshot written', 60_000).catch(() => null);
+    await delay(2_000);
+    return { up, submitted, after: memoryOf(backend.pid) };
+  } finally {
+    await backend.stop();
+  }
 }

@@ -7,6 +7,7 @@ import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
@@ -83,26 +84,30 @@ export class Child {
 
 const parseLog = (line: string) => JSON.parse(line) as Record<string, unknown>;
 
-/** `--cpu-prof` into `dir` when profiling. */
+/**
+ * `--cpu-prof` into `<dir>/<name>/` when profiling: one folder per process, since its tsx
+ * loader thread writes a profile too (the main thread's file name has thread id 0).
+ */
 const profArgs = (dir: string | undefined, name: string) =>
-  dir
-    ? ['--cpu-prof', `--cpu-prof-dir=${dir}`, `--cpu-prof-name=${name}-${Date.now()}.cpuprofile`]
-    : [];
+  dir ? ['--cpu-prof', `--cpu-prof-dir=${join(dir, name)}`] : [];
 
 /**
- * `node bin/sonar.js backend` with `env` (SONAR_* settings), resolved once it logs
- * `backend started`.
+ * `bin/sonar.js backend` as an operator runs it (its shebang's node flags included) with
+ * `env` (SONAR_* settings); resolved once it logs `backend started`. Profiling goes through
+ * NODE_OPTIONS, which leaves the shebang's flags alone.
  */
 export async function startBackend(env: Record<string, string>, profDir?: string): Promise<Child> {
-  const proc = spawn(
-    process.execPath,
-    [...(process.env['SEMI'] === '0' ? [] : ['--max-semi-space-size=32']), ...profArgs(profDir, 'backend'), 'bin/sonar.js', 'backend'],
-    {
-      cwd: root,
-      env: { ...process.env, SONAR_LOG_LEVEL: 'info', ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
+  const prof = profArgs(profDir, 'backend').join(' ');
+  const proc = spawn(join(root, 'bin/sonar.js'), ['backend'], {
+    cwd: root,
+    env: {
+      ...process.env,
+      SONAR_LOG_LEVEL: 'info',
+      ...(prof && { NODE_OPTIONS: prof }),
+      ...env,
     },
-  );
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   const child = new Child('backend', proc);
   await child.waitForLog('backend started');
   return child;

@@ -69,7 +69,12 @@ function* runEvents(n: Names, runId: string, tasks: number): Generator<[string, 
 }
 
 /** Publishes runs until about `events` events are stored; pipelined, one connection (ordered). */
-export async function generateForBench(nc: NatsConnection, n: Names, events: number, runPrefix: string) {
+export async function generateForBench(
+  nc: NatsConnection,
+  n: Names,
+  events: number,
+  runPrefix: string,
+) {
   const js = jetstream(nc);
   const enc = new TextEncoder();
   const runs = Math.max(1, Math.round(events / (TASKS_PER_RUN * 5)));

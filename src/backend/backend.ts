@@ -13,6 +13,7 @@ import type { OutputStore } from '../storage/output-store.js';
 import { ApiService } from './api-service.js';
 import type { Handlers } from './api-service.js';
 import type { BackendContext } from './context.js';
+import { checkDurability } from './durability-check.js';
 import { EventWriter } from './event-writer.js';
 import { Deadline } from '../grace.js';
 import { ProjectionLoop } from './projection-loop.js';
@@ -81,6 +82,7 @@ export class Backend {
     });
     const changed = changes.filter((c) => c.action !== 'unchanged');
     if (changed.length > 0) log.info('topology provisioned', { changes: changed });
+    await checkDurability(nc, jsm, n, { strictDurability: opts.strictDurability, log });
     const store = new EventStore(nc, n);
     const loop = new ProjectionLoop(store, log.child({ component: 'projection' }));
     const ctx: BackendContext = {

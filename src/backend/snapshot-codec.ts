@@ -131,9 +131,11 @@ export function captureProjection(
 
 /**
  * The capture as JSON lines, lazily: each yielded string holds whole lines (about
- * `batchChars` long), so the caller can stream it without building one huge string.
+ * `batchChars` long), so the caller can stream it without building one huge string. Kept
+ * under V8's 128 KiB regular-object limit: larger strings go to large-object space, which
+ * only a full GC frees, and a 100k-task snapshot then grew the heap by tens of MB.
  */
-export function* encodeCapture(c: Capture, batchChars = 256 * 1024): Generator<string> {
+export function* encodeCapture(c: Capture, batchChars = 60 * 1024): Generator<string> {
   let batch = `${JSON.stringify(c.header)}\n`;
   for (const row of c.rows) {
     batch += `${JSON.stringify(row)}\n`;

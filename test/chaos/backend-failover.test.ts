@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../helpers/eventually.js';
 import { startNatsServer } from '../helpers/nats-server.js';
 import type { NatsServer } from '../helpers/nats-server.js';
-import { killAll } from './processes.js';
+import { killAll } from '../helpers/sonar-process.js';
 import { finishScenario, firstAfter } from './scenario.js';
 import type { Fault } from './scenario.js';
 import { ChaosWorld, chaosRun } from './world.js';

@@ -22,7 +22,13 @@ export async function diagnose(w: ChaosWorld, runId: string): Promise<string> {
       await safely(s, async () => {
         const i = await jsm.streams.info(s);
         const consumers = [];
+        let ephemeral = 0;
         for await (const c of jsm.consumers.list(s)) {
+          // Ordered consumers (replays, status reads) are many and say little.
+          if (c.config.durable_name === undefined) {
+            ephemeral++;
+            continue;
+          }
           consumers.push({
             name: c.name,
             delivered: c.delivered.stream_seq,
@@ -32,7 +38,7 @@ export async function diagnose(w: ChaosWorld, runId: string): Promise<string> {
             waiting: c.num_waiting,
           });
         }
-        return { state: i.state, leader: i.cluster?.leader, consumers };
+        return { state: i.state, leader: i.cluster?.leader, consumers, ephemeral };
       });
     }
   }
@@ -40,7 +46,7 @@ export async function diagnose(w: ChaosWorld, runId: string): Promise<string> {
   for (const p of procs) {
     const noisy = logLines(p)
       .filter((l) => l['level'] === 'warn' || l['level'] === 'error')
-      .slice(-8)
+      .slice(-6)
       .map((l) => `${String(l['time'])} ${String(l['level'])} ${String(l['msg'])} ${errText(l)}`);
     out.push(`--- ${p.name} (${p.running ? 'running' : 'exited'})\n${noisy.join('\n')}`);
   }

@@ -81,14 +81,20 @@ export const lostWorkRestarted: RecoveredAt = (log, at, next) => {
 export async function finishScenario(
   world: ChaosWorld,
   name: string,
-  opts: { faults: Fault[]; recovered: RecoveredAt; startedAt: number },
+  opts: {
+    /** The faults, or how to find them in the log (a fault the run itself causes). */
+    faults: Fault[] | ((log: LogLine[]) => Fault[]);
+    recovered: RecoveredAt;
+    startedAt: number;
+  },
 ): Promise<ScenarioReport> {
   const lines = await world.exportLog();
   const sink = await world.sink();
   const report = checkInvariants(lines, sink);
   const log = parseLog(lines);
-  const recoveredMs = opts.faults.map((f, i) => {
-    const t = opts.recovered(log, f.at, opts.faults[i + 1]?.at ?? Infinity);
+  const faults = typeof opts.faults === 'function' ? opts.faults(log) : opts.faults;
+  const recoveredMs = faults.map((f, i) => {
+    const t = opts.recovered(log, f.at, faults[i + 1]?.at ?? Infinity);
     return t === null ? -1 : Math.max(0, t - f.at);
   });
   const out: ScenarioReport = {
@@ -98,6 +104,7 @@ export async function finishScenario(
     durationMs: Date.now() - opts.startedAt,
   };
   if (process.env['SONAR_CHAOS_SAVE'] === '1') await saveScenario(name, lines);
+  const falseLosses = falselyLost(world, log);
   const summary = {
     name,
     tasks: out.stats.tasks,
@@ -106,13 +113,38 @@ export async function finishScenario(
     workersLost: out.stats.workersLost,
     elections: out.stats.elections,
     events: out.stats.events,
-    faults: opts.faults.map((f) => f.what),
+    faults: faults.map((f) => f.what),
     recoveredMs,
     durationMs: out.durationMs,
+    ...(falseLosses.length > 0 && { falseLosses }),
   };
   console.log(`chaos ${JSON.stringify(summary)}`);
   const reportFile = process.env['SONAR_CHAOS_REPORT'];
   if (reportFile) await appendFile(reportFile, `${JSON.stringify(summary)}\n`);
+  return out;
+}
+
+/**
+ * `WorkerLost` events for workers whose process was alive then and had not been killed: a
+ * live worker declared lost (it will be refused with `conflict` and exit). Returned with the
+ * worker's last warnings, for the summary line.
+ */
+function falselyLost(world: ChaosWorld, log: LogLine[]): string[] {
+  const out: string[] = [];
+  for (const e of log) {
+    if (e.type !== 'WorkerLost') continue;
+    const workerId = e.subject.split('.').at(-1);
+    const proc = world.workers.find((p) => p.name === workerId);
+    const at = Date.parse(e.time);
+    if (!proc || proc.killedOnPurpose || (proc.exitedAt !== null && proc.exitedAt <= at)) continue;
+    const tail = proc
+      .stderr()
+      .split('\n')
+      .filter((l) => l.includes('"warn"') || l.includes('"error"'))
+      .slice(-3)
+      .join(' | ');
+    out.push(`${workerId} at ${e.time} (${JSON.stringify(e.data)}): ${tail.slice(0, 600)}`);
+  }
   return out;
 }
 

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startNatsServer } from '../helpers/nats-server.js';
 import type { NatsServer } from '../helpers/nats-server.js';
-import { killAll } from './processes.js';
+import { killAll } from '../helpers/sonar-process.js';
 import { finalizingAgain, finishScenario } from './scenario.js';
 import type { Fault } from './scenario.js';
 import { ChaosWorld, chaosRun } from './world.js';

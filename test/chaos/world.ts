@@ -15,11 +15,12 @@ import { SonarClient } from '../../src/client/client.js';
 import type { RunStatus } from '../../src/client/client.js';
 import type { RunFile } from '../../src/protocol.js';
 import type { StoredResult } from '../../src/storage/results-sink.js';
+import { ApiClient } from '../../src/worker/api-client.js';
 import { eventually } from '../helpers/eventually.js';
 import { freshPrefix } from '../helpers/topology.js';
 import { NO_IMDS } from '../helpers/worker-fixtures.js';
-import { spawnSonar } from './processes.js';
-import type { SonarProcess } from './processes.js';
+import { spawnSonar } from '../helpers/sonar-process.js';
+import type { Exit, SonarProcess } from '../helpers/sonar-process.js';
 
 /**
  * Short settings (DESIGN.md section 9), so that every recovery path fires within seconds:
@@ -131,16 +132,39 @@ export class ChaosWorld {
     return b;
   }
 
-  /** Starts `sonar worker --tags chaos -- ECHO` with a known id (not waited for). */
-  startWorker(slots = 2): SonarProcess {
+  /**
+   * Starts `sonar worker --tags chaos -- ECHO` with a known id (not waited for). With
+   * `supervise`, this world acts as the worker's supervisor (what `sonar workers` does): when
+   * the process dies on its own, it reports `sonar.api.exited` and starts a replacement.
+   * A process the test kills on purpose is not reported (its key must expire instead).
+   */
+  startWorker(opts: { slots?: number; supervise?: boolean } = {}): SonarProcess {
     const id = `w${++this.workerSeq}`;
+    const slots = String(opts.slots ?? 2);
     const proc = spawnSonar(
       id,
-      ['worker', '--worker-id', id, '--tags', TAG, '--slots', String(slots), '--', ...ECHO_COMMAND],
+      ['worker', '--worker-id', id, '--tags', TAG, '--slots', slots, '--', ...ECHO_COMMAND],
       this.env,
     );
     this.workers.push(proc);
+    if (opts.supervise) void proc.exited.then((exit) => this.onWorkerExit(proc, exit, opts));
     return proc;
+  }
+
+  /** Exits the supervisor saw and reported: worker id, code, signal. */
+  readonly exits: { workerId: string; code: number | null; signal: string | null }[] = [];
+  private stopping = false;
+
+  private async onWorkerExit(
+    proc: SonarProcess,
+    exit: Exit,
+    opts: { slots?: number; supervise?: boolean },
+  ): Promise<void> {
+    if (this.stopping || proc.killedOnPurpose) return;
+    const report = { workerId: proc.name, code: exit.code, signal: exit.signal };
+    this.exits.push(report);
+    await new ApiClient(this.nc, this.n).request('exited', report).catch(() => {});
+    if (!this.stopping) this.startWorker(opts);
   }
 
   /** Waits until every one of `procs` has its key in the registry (joined and pulsing). */
@@ -183,6 +207,17 @@ export class ChaosWorld {
     }).catch(async (err: unknown) => this.failWithDiagnosis(err));
   }
 
+  /** Whether at least `count` results are in the sink within `ms` (a bounded fault window). */
+  async finalizedWithin(count: number, ms: number): Promise<boolean> {
+    return eventually(async () => (await this.finalizedCount()) >= count, {
+      timeoutMs: ms,
+      intervalMs: 100,
+    }).then(
+      () => true,
+      () => false,
+    );
+  }
+
   /** Rethrows `err` with what the world looks like (see diagnose.ts). */
   private async failWithDiagnosis(err: unknown): Promise<never> {
     const { diagnose } = await import('./diagnose.js');
@@ -203,7 +238,14 @@ export class ChaosWorld {
   }
 
   status(runId: string): Promise<RunStatus> {
-    return new SonarClient(this.nc, { prefix: this.n.prefix }).status(runId);
+    const read = new SonarClient(this.nc, { prefix: this.n.prefix }).status(runId);
+    // A read whose ordered consumer sat on a node that died never ends: give up on it, the
+    // caller polls again with a new consumer.
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error('status read timed out')), 10_000);
+    });
+    return Promise.race([read, timeout]).finally(() => clearTimeout(timer));
   }
 
   /** Waits for the run to end (Succeeded, Failed or Cancelled) and returns its status. */
@@ -241,6 +283,7 @@ export class ChaosWorld {
 
   /** SIGKILLs every process of this world and closes the connection. */
   async stop(): Promise<void> {
+    this.stopping = true;
     await Promise.all([
       ...this.workers.map((w) => w.kill('SIGKILL')),
       ...this.backends.map((b) => b.proc.kill('SIGKILL')),

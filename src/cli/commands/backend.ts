@@ -1,9 +1,11 @@
 import type { Command } from 'commander';
 import { Backend } from '../../backend/backend.js';
 import { defaultParts } from '../../backend/default-parts.js';
+import { strictDurabilityOf } from '../../backend/durability-check.js';
 import { serveUntilSignal } from '../../backend/serve-until-signal.js';
 import { configFlag, configVariables, loadConfig } from '../../config.js';
 import { configHelp } from '../config-help.js';
+import { reportError } from '../output.js';
 
 /**
  * `sonar backend` (DESIGN.md section 8): one backend process (API, projection, reconciler,
@@ -16,12 +18,23 @@ export function registerBackend(program: Command): void {
     .description('run a backend: the API, the projection, the reconciler and finalizers');
   for (const v of configVariables) cmd.option(`--${configFlag(v)} <value>`, configHelp(v));
   cmd.option('--server <url>', 'NATS server (same as --nats-url)');
+  cmd.option(
+    '--strict-durability',
+    'refuse to start when the event log is not stored durably (SONAR_STRICT_DURABILITY)',
+  );
   cmd.action(async (flags: Record<string, string | undefined>) => {
     const config = loadConfig(process.env, {
       ...flags,
       ...(flags['server'] !== undefined && { SONAR_NATS_URL: flags['server'] }),
     });
-    const backend = await Backend.start({ config, parts: defaultParts });
+    // A boolean flag among the string-valued SONAR_* ones (commander gives `true` or nothing).
+    const flag = (flags as { strictDurability?: boolean }).strictDurability;
+    const strictDurability = strictDurabilityOf(process.env, flag);
+    // A failed start (e.g. refused by --strict-durability) leaves its half-made connection
+    // open, which would keep the process alive after the error: exit, so a supervisor sees it.
+    const backend = await Backend.start({ config, parts: defaultParts, strictDurability }).catch(
+      (err: unknown) => process.exit(reportError(err)),
+    );
     // Stops within SONAR_STOP_GRACE and exits even with a part left running.
     await serveUntilSignal(backend, { graceMs: config.stopGraceMs });
   });

@@ -1,11 +1,11 @@
 /**
- * Real `sonar` processes for the chaos suite: `node bin/sonar.js <verb> ...`, signalled by
+ * Real `sonar` processes for the chaos and access-control tests: `node bin/sonar.js <verb> ...`, signalled by
  * their own pid only. Every process spawned here is SIGKILLed when the test process exits, so
  * a failed scenario leaves nothing running.
  */
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
-import { ROOT, SONAR_BIN } from '../helpers/worker-fixtures.js';
+import { ROOT, SONAR_BIN } from './worker-fixtures.js';
 
 export interface Exit {
   code: number | null;
@@ -20,6 +20,10 @@ export interface SonarProcess {
   /** Resolves when the process has exited. */
   readonly exited: Promise<Exit>;
   readonly running: boolean;
+  /** True once {@link SonarProcess.kill} was called: the test, not a fault of its own. */
+  readonly killedOnPurpose: boolean;
+  /** When the process exited (ms since the epoch), or null while it runs. */
+  readonly exitedAt: number | null;
   /** Everything the process wrote to stderr (its JSON log lines). */
   stderr(): string;
   stdout(): string;
@@ -55,8 +59,17 @@ export function spawnSonar(
       resolve({ code, signal });
     }),
   );
+  let killed = false;
+  let exitedAt: number | null = null;
+  void exited.then(() => (exitedAt = Date.now()));
   const proc: SonarProcess = {
     name,
+    get exitedAt() {
+      return exitedAt;
+    },
+    get killedOnPurpose() {
+      return killed;
+    },
     pid: child.pid,
     child,
     exited,
@@ -66,6 +79,7 @@ export function spawnSonar(
     stderr: () => err,
     stdout: () => out,
     async kill(signal = 'SIGKILL') {
+      killed = true;
       if (proc.running) child.kill(signal);
       return exited;
     },
@@ -85,4 +99,15 @@ export async function killAll(): Promise<void> {
         }),
     ),
   );
+}
+
+/** Runs one `sonar` verb to its end: its exit code and everything it wrote. */
+export async function runSonar(
+  name: string,
+  args: string[],
+  env: Record<string, string>,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const p = spawnSonar(name, args, env);
+  const exit = await p.exited;
+  return { code: exit.code, stdout: p.stdout(), stderr: p.stderr() };
 }

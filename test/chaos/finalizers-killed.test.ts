@@ -1,0 +1,70 @@
+import { jetstreamManager } from '@nats-io/jetstream';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startNatsServer } from '../helpers/nats-server.js';
+import type { NatsServer } from '../helpers/nats-server.js';
+import { killAll } from '../helpers/sonar-process.js';
+import { finalizingAgain, finishScenario } from './scenario.js';
+import type { Fault } from './scenario.js';
+import { ChaosWorld, chaosRun } from './world.js';
+
+const TASKS = 600;
+
+let server: NatsServer;
+let world: ChaosWorld | undefined;
+
+beforeAll(async () => {
+  server = await startNatsServer();
+});
+afterAll(async () => {
+  await world?.stop();
+  await killAll();
+  await server?.stop();
+});
+
+describe('chaos: a burst of results while the finalizers are SIGKILLed', () => {
+  it('finalizes every accepted result exactly once', async () => {
+    const startedAt = Date.now();
+    // One finalizer lane per backend against 24 busy slots: results arrive faster than they
+    // are finalized, so the queue holds a backlog and jobs are in hand at every kill.
+    const w = (world = await ChaosWorld.start({
+      urls: [server.url],
+      env: { SONAR_FINALIZERS: '1' },
+    }));
+    await w.startBackend();
+    await w.startBackend();
+    await w.waitWorkersLive(Array.from({ length: 6 }, () => w.startWorker({ slots: 4 })));
+    await w.submit(chaosRun('burst', TASKS));
+
+    const jsm = await jetstreamManager(w.nc);
+    const backlog = async (): Promise<number> =>
+      (await jsm.streams.info(w.n.streams.finalize)).state.messages;
+    const faults: Fault[] = [];
+    // Kill one finalizer pool, then the other, then both at once; new backends replace them.
+    for (const [progress, count] of [
+      [0.2, 1],
+      [0.4, 1],
+      [0.6, 2],
+    ] as const) {
+      await w.waitFinalized(Math.floor(TASKS * progress));
+      const victims = w.backends.filter((b) => b.proc.running).slice(0, count);
+      const queued = await backlog();
+      faults.push({
+        what: `SIGKILL ${victims.map((v) => v.proc.name).join(',')} (${queued} jobs queued)`,
+        at: Date.now(),
+      });
+      await Promise.all(victims.map((v) => v.proc.kill('SIGKILL')));
+      for (const _ of victims) await w.startBackend();
+    }
+
+    const status = await w.waitRunEnded('burst');
+    expect(status.state).toBe('Succeeded');
+    const report = await finishScenario(w, 'finalizers-killed', {
+      faults,
+      recovered: finalizingAgain(),
+      startedAt,
+    });
+    expect(report.violations).toEqual([]);
+    expect(report.stats.states).toEqual({ Succeeded: TASKS });
+    expect(report.recoveredMs.every((ms) => ms >= 0)).toBe(true);
+  });
+});

@@ -1,0 +1,62 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startNatsServer } from '../helpers/nats-server.js';
+import type { NatsServer } from '../helpers/nats-server.js';
+import { killAll } from '../helpers/sonar-process.js';
+import { finishScenario, firstAfter } from './scenario.js';
+import { ChaosWorld, chaosRun } from './world.js';
+
+const TASKS = 500;
+const POISON = 't7';
+
+let server: NatsServer;
+let world: ChaosWorld | undefined;
+
+beforeAll(async () => {
+  server = await startNatsServer();
+});
+afterAll(async () => {
+  await world?.stop();
+  await killAll();
+  await server?.stop();
+});
+
+describe('chaos: a poison payload that kills every worker that runs it', () => {
+  it('ends Dead after the recovery limit while the rest of the run completes', async () => {
+    const startedAt = Date.now();
+    const w = (world = await ChaosWorld.start({ urls: [server.url] }));
+    await w.startBackend();
+    // Supervised: each crashed worker is reported (`exited`) and replaced, as `sonar workers`
+    // or Kubernetes would; the report makes the recovery immediate (DESIGN.md section 4).
+    // One slot each: a task that shares a worker with the poison task is lost with it, and
+    // three such losses would kill that bystander too (see the README's faults table).
+    const fleet = Array.from({ length: 8 }, () => w.startWorker({ slots: 1, supervise: true }));
+    await w.waitWorkersLive(fleet);
+    await w.submit(chaosRun('poison', TASKS, [POISON]));
+
+    const status = await w.waitRunEnded('poison');
+    // The Dead task fails its step, and the step the run; every other task succeeded.
+    expect(status.state).toBe('Failed');
+    const report = await finishScenario(w, 'poison-payload', {
+      // From the first start of the poison task (its first crash) to its death.
+      faults: (log) => [
+        {
+          what: `payload of ${POISON} SIGKILLs its worker`,
+          at: Date.parse(
+            log.find((e) => e.type === 'TaskStarted' && e.subject.endsWith(`.${POISON}`))!.time,
+          ),
+        },
+      ],
+      recovered: firstAfter((e) => e.type === 'TaskDead'),
+      startedAt,
+    });
+    expect(report.violations).toEqual([]);
+    expect(report.stats.states).toEqual({ Succeeded: TASKS - 1, Dead: 1 });
+    const dead = report.projection.tasks.get(`poison.${POISON}`)!.snapshot;
+    expect(dead.value).toBe('Dead');
+    // recoveryLimit 3: two requeues, then the third counted recovery is the death itself.
+    expect(dead.context.recoveries).toBe(3);
+    expect(report.stats.recoveries).toEqual({ 'worker-lost': 2, dead: 1 });
+    expect(w.exits.length).toBe(3);
+    expect(w.exits.every((e) => e.signal === 'SIGKILL')).toBe(true);
+  });
+});

@@ -1,0 +1,169 @@
+/**
+ * A refused API request writes nothing (issue 7): random and mutated payloads, and payloads
+ * that pass their schema but fail a deeper check (a cycle in `after`, an oversized input, a
+ * chunk with one bad task among good ones), sent to a real backend. Every one is answered
+ * with an error, and no stream or bucket moves: no partial write.
+ */
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/transport-node';
+import fc from 'fast-check';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { requestSchemas } from '../../src/protocol.js';
+import type { Verb } from '../../src/protocol.js';
+import { startNatsServer } from '../helpers/nats-server.js';
+import type { NatsServer } from '../helpers/nats-server.js';
+import { startTestBackend } from '../helpers/worker-fixtures.js';
+import type { TestBackend } from '../helpers/worker-fixtures.js';
+
+let server: NatsServer;
+let nc: NatsConnection;
+let tb: TestBackend;
+
+beforeAll(async () => {
+  server = await startNatsServer();
+  nc = await connect({ servers: server.url });
+  tb = await startTestBackend(server.url, nc, { SONAR_MAX_INPUT: '1KiB' });
+});
+afterAll(async () => {
+  await tb?.stop();
+  await nc?.close();
+  await server?.stop();
+});
+
+/** The last sequence of every stream of the topology: any write moves one. */
+async function watermark(): Promise<Record<string, number>> {
+  const jsm = await jetstreamManager(nc);
+  const n = tb.ctx.names;
+  const streams = [
+    ...Object.values(n.streams),
+    ...Object.values(n.buckets).map((b) => `KV_${b}`),
+    ...Object.values(n.objectStores).map((o) => `OBJ_${o}`),
+  ];
+  const out: Record<string, number> = {};
+  for (const s of streams) out[s] = (await jsm.streams.info(s)).state.last_seq;
+  // The leader lock is renewed every tick whatever happens; it is not a write of a request.
+  delete out[`KV_${n.buckets.locks}`];
+  return out;
+}
+
+async function ask(
+  verb: string,
+  body: unknown,
+): Promise<{ ok?: unknown; error?: { code: string } }> {
+  const payload = typeof body === 'string' ? body : JSON.stringify(body);
+  const m = await nc.request(tb.ctx.names.subjects.api(verb), payload, { timeout: 5_000 });
+  return m.json();
+}
+
+const attempt = { runId: 'r1', taskId: 't1', attemptId: 'a1', token: 'tok', workerId: 'w1' };
+const VALID: Record<Verb, unknown> = {
+  join: { workerId: 'w1', host: 'h', tags: ['linux'], slots: 2 },
+  start: attempt,
+  result: { ...attempt, output: { inline: 'aGk=', bytes: 2 } },
+  fail: { ...attempt, exitCode: 1, error: 'boom', retryable: true },
+  release: attempt,
+  drain: { workerId: 'w1', reason: 'shutdown' },
+  leave: { workerId: 'w1' },
+  exited: { workerId: 'w1', code: 1 },
+  'submit.begin': {
+    runId: 'r1',
+    hash: 'h',
+    steps: [{ id: 's', tags: ['linux'], taskCount: 1 }],
+    taskCount: 1,
+  },
+  'submit.tasks': { runId: 'r1', stepId: 's', tasks: [{ id: 't1' }] },
+  'submit.commit': { runId: 'r1' },
+  cancel: { runId: 'r1' },
+};
+
+/** One field of a valid payload replaced by something of the wrong kind, or dropped. */
+const broken = fc
+  .tuple(
+    fc.constantFrom(...(Object.keys(VALID) as Verb[])),
+    fc.nat(),
+    fc.oneof(fc.jsonValue(), fc.constantFrom('', 'a.b', '*', '>', -1, 1.5, null)),
+  )
+  .map(([verb, i, value]) => {
+    const body = { ...(VALID[verb] as Record<string, unknown>) };
+    const keys = Object.keys(body);
+    const key = keys[i % keys.length]!;
+    if (i % 5 === 0) delete body[key];
+    else body[key] = value;
+    return { verb, body };
+  })
+  // Only what the schema refuses: a valid join would (rightly) write a WorkerJoined.
+  .filter(({ verb, body }) => !requestSchemas[verb].safeParse(body).success);
+
+describe('a refused API request leaves no partial write', () => {
+  it('150 random schema failures: each refused with `validation`, nothing written', async () => {
+    const before = await watermark();
+    await fc.assert(
+      fc.asyncProperty(broken, async ({ verb, body }) => {
+        const reply = await ask(verb, body);
+        expect(reply.error?.code, `${verb} ${JSON.stringify(body)}`).toBe('validation');
+      }),
+      { numRuns: 150 },
+    );
+    expect(await ask('join', '{"not json')).toMatchObject({ error: { code: 'validation' } });
+    expect(await watermark()).toEqual(before);
+  });
+
+  it('payloads that pass the schema but fail a deeper check are refused whole', async () => {
+    const before = await watermark();
+    const begin = (steps: unknown[], taskCount = 1) =>
+      ask('submit.begin', { runId: 'deep', hash: 'h1', steps, taskCount });
+    // A cycle in `after`, and a step that waits for one that does not exist.
+    expect(
+      await begin([
+        { id: 'a', tags: ['x'], after: ['b'], taskCount: 0 },
+        { id: 'b', tags: ['x'], after: ['a'], taskCount: 1 },
+      ]),
+    ).toMatchObject({ error: { code: 'validation' } });
+    expect(await begin([{ id: 'a', tags: ['x'], after: ['ghost'], taskCount: 1 }])).toMatchObject({
+      error: { code: 'validation' },
+    });
+    // A chunk for a run never begun.
+    expect(
+      await ask('submit.tasks', { runId: 'nobody', stepId: 's', tasks: [{ id: 't' }] }),
+    ).toHaveProperty('error');
+    // An output whose declared size does not match what it carries.
+    expect(
+      await ask('result', { ...attempt, output: { inline: 'aGk=', bytes: 99 } }),
+    ).toMatchObject({ error: { code: 'validation' } });
+    expect(await watermark()).toEqual(before);
+  });
+
+  it('a chunk with one bad task among good ones writes none of them', async () => {
+    const ok = await ask('submit.begin', {
+      runId: 'chunk',
+      hash: 'h2',
+      steps: [{ id: 's', tags: ['x'], taskCount: 3 }],
+      taskCount: 3,
+    });
+    expect(ok).toHaveProperty('ok');
+    const before = await watermark();
+    const reply = await ask('submit.tasks', {
+      runId: 'chunk',
+      stepId: 's',
+      tasks: [
+        { id: 't1', input: { n: 1 } },
+        { id: 't2', input: { big: 'x'.repeat(2_048) } },
+        { id: 't3', input: { n: 3 } },
+      ],
+    });
+    expect(reply).toMatchObject({ error: { code: 'validation' } });
+    expect(await watermark()).toEqual(before);
+    // And the same chunk without the bad task is taken whole.
+    const fixed = await ask('submit.tasks', {
+      runId: 'chunk',
+      stepId: 's',
+      tasks: [
+        { id: 't1', input: { n: 1 } },
+        { id: 't2', input: { n: 2 } },
+        { id: 't3', input: { n: 3 } },
+      ],
+    });
+    expect(fixed).toHaveProperty('ok');
+  });
+});
