@@ -74,14 +74,15 @@ export async function generateForBench(
   n: Names,
   events: number,
   runPrefix: string,
+  tasksPerRun = TASKS_PER_RUN,
 ) {
   const js = jetstream(nc);
   const enc = new TextEncoder();
-  const runs = Math.max(1, Math.round(events / (TASKS_PER_RUN * 5)));
+  const runs = Math.max(1, Math.round(events / (tasksPerRun * 5)));
   let id = 0;
   const inFlight = new Set<Promise<unknown>>();
   for (let r = 0; r < runs; r++) {
-    for (const [subject, e] of runEvents(n, `${runPrefix}${r}`, TASKS_PER_RUN)) {
+    for (const [subject, e] of runEvents(n, `${runPrefix}${r}`, tasksPerRun)) {
       const body = enc.encode(JSON.stringify({ id: `ev${++id}`, v: 1, ...e }));
       const p = js.publish(subject, body);
       inFlight.add(p);
@@ -102,6 +103,8 @@ export interface ReplayScaleResult {
   snapshot: { ms: number; bytes: number; rawBytes: number };
   tail: number;
   snapshotRestartMs: number[];
+  /** Of which: reading and decoding the snapshot. */
+  snapshotLoadMs: number[];
   snapshotStartMs: number[];
   rssAfterReplayMb: number;
 }
@@ -141,7 +144,7 @@ export async function replayAtScale(
   const written = await full2.b.waitForLog('projection snapshot written', 120_000);
   await full2.b.stop('SIGKILL'); // no snapshot on stop: the tail below stays a tail
   const before = (await jsm.streams.info(n.streams.events)).state.last_seq;
-  await generateForBench(nc, n, 50_000, 'tail');
+  await generateForBench(nc, n, 50_000, 'tail', 10_000);
   const tail = (await jsm.streams.info(n.streams.events)).state.last_seq - before;
   const stored = await storedSnapshot(deps);
   if (!stored || stored.seq < generated) throw new Error('no snapshot of the 1M events stored');
@@ -166,6 +169,7 @@ export async function replayAtScale(
     },
     tail,
     snapshotRestartMs: [snap1.rebuildMs, snap2.rebuildMs],
+    snapshotLoadMs: [snap1, snap2].map((s) => Number(s.loaded?.['ms'] ?? NaN)),
     snapshotStartMs: [snap1.startMs, snap2.startMs],
     rssAfterReplayMb,
   };

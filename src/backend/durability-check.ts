@@ -122,7 +122,7 @@ export function judgeDurability(facts: DurabilityFacts, strict: boolean): Durabi
 
 /** Every stream of this prefix's topology: its own, and its KV and object-store streams. */
 function ownsStream(n: Names, stream: string): boolean {
-  const own = Object.values(n.streams) as string[];
+  const own: string[] = Object.values(n.streams);
   const buckets = Object.values(n.buckets).map((b) => `KV_${b}`);
   const stores = Object.values(n.objectStores).map((o) => `OBJ_${o}`);
   return own.includes(stream) || buckets.includes(stream) || stores.includes(stream);

@@ -29,12 +29,21 @@ describe('chaos: a 3-node cluster, SONAR_REPLICAS=3, the streams leader SIGKILLe
     const startedAt = Date.now();
     const w = (world = await ChaosWorld.start({
       urls: cluster.urls,
-      env: { SONAR_REPLICAS: '3' },
+      // A stream leader election takes seconds, and pulses fail meanwhile: a pulse TTL
+      // shorter than that would have every worker declared lost (as 1.5 s did). 5 s is still
+      // a third of the default 15 s.
+      env: {
+        SONAR_REPLICAS: '3',
+        SONAR_PULSE_INTERVAL: '500ms',
+        SONAR_PULSE_TTL: '5s',
+        SONAR_ORPHAN_AGE: '5s',
+      },
     }));
     // One at a time: the first provisions the topology (see the README on concurrent starts).
     await w.startBackend();
     await w.startBackend();
-    await w.waitWorkersLive(Array.from({ length: 6 }, () => w.startWorker()));
+    // Supervised, as Kubernetes would: a worker the backend fences off exits and is replaced.
+    await w.waitWorkersLive(Array.from({ length: 6 }, () => w.startWorker({ supervise: true })));
     await w.submit(chaosRun('kill-node', TASKS));
     await w.waitFinalized(TASKS * 0.3);
 

@@ -83,7 +83,8 @@ export function checkInvariants(lines: readonly string[], sink: Sink): Invariant
   };
   for (const e of log) {
     const key = e.subject.split('.').slice(3).join('.');
-    const attemptId = String(e.data['attemptId'] ?? '');
+    const given = e.data['attemptId'];
+    const attemptId = typeof given === 'string' ? given : '';
     switch (e.type) {
       case 'TaskPublished': {
         const other = published.get(attemptId);

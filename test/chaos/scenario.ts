@@ -43,17 +43,20 @@ export const firstAfter =
   };
 
 /**
- * Throughput is back: the first moment after the fault from which `burst` results are
- * finalized within one second (a trickle while a process is still stuck does not count).
+ * Throughput is back for good: after the last stall (a gap of more than 3 s between two
+ * finalizations) that follows the fault and precedes the next one, the first moment from which `burst` results are
+ * finalized within one second. A trickle, or a burst before a later stall, does not count.
  */
 export const finalizingAgain =
   (burst = 10): RecoveredAt =>
-  (log, at) => {
+  (log, at, next) => {
     const times = log
       .filter((l) => l.type === 'TaskFinalized')
       .map((l) => Date.parse(l.time))
-      .filter((t) => t >= at);
-    for (let i = 0; i + burst - 1 < times.length; i++) {
+      .filter((t) => t >= at && t < next);
+    let from = 0;
+    for (let i = 1; i < times.length; i++) if (times[i]! - times[i - 1]! > 3_000) from = i;
+    for (let i = from; i + burst - 1 < times.length; i++) {
       if (times[i + burst - 1]! - times[i]! <= 1_000) return times[i]!;
     }
     return null;

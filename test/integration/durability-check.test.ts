@@ -82,6 +82,7 @@ describe('durability check on a 3-node cluster', () => {
     // And it serves: a worker joins through it.
     const w = spawnWorker(env, ['--worker-id', 'd1', '--tags', 'x']);
     await eventually(() => w.stderr().includes('worker joined'), { timeoutMs: 30_000 });
-    await Promise.all([p.kill('SIGTERM'), w.child.kill('SIGKILL')]);
+    w.child.kill('SIGKILL');
+    await p.kill('SIGTERM');
   });
 });

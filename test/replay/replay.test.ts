@@ -52,6 +52,14 @@ const EXPECTED_SKIPS: Record<string, number[]> = {
   'reconciler-elected': [8, 9, 10, 11],
   // TaskStarted before its publish (line 5), a bad time (line 8), a duplicate finalize (line 11)
   'line-without-seq': [5, 8, 11],
+  // Exported from chaos runs (test/chaos/, `SONAR_CHAOS_SAVE=1`): 500-600 tasks each, real
+  // kills and restarts. A backend never appends an event its machine refuses: no skips.
+  'chaos-backend-failover': [],
+  'chaos-cluster-leader': [],
+  'chaos-finalizers-killed': [],
+  'chaos-poison-payload': [],
+  'chaos-server-restart': [],
+  'chaos-workers-killed': [],
 };
 
 /** The reconciler leader after the fold, where a scenario elects one. */
@@ -59,6 +67,13 @@ const EXPECTED_LEADER: Record<string, { nodeId: string; seq: number }> = {
   'happy-path-two-steps': { nodeId: 'backend-a', seq: 1 },
   'worker-states': { nodeId: 'backend-a', seq: 1 },
   'reconciler-elected': { nodeId: 'backend-a', seq: 13 },
+  // The chaos runs' last elections (a failover elects again; the first leader may keep it).
+  'chaos-backend-failover': { nodeId: 'vm-2ldwts2H', seq: 1775 },
+  'chaos-cluster-leader': { nodeId: 'vm-SZIfiWFr', seq: 1 },
+  'chaos-finalizers-killed': { nodeId: 'vm-IopnPVgj', seq: 2765 },
+  'chaos-poison-payload': { nodeId: 'vm-N7uSzyV4', seq: 1 },
+  'chaos-server-restart': { nodeId: 'vm-ULszDO94', seq: 1194 },
+  'chaos-workers-killed': { nodeId: 'vm-0PieI6hv', seq: 1 },
 };
 
 const scenarios = readdirSync(dir)
