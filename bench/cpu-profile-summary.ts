@@ -74,7 +74,9 @@ if (process.argv[1]?.endsWith('cpu-profile-summary.ts')) {
   console.log(`${file}: wall ${s.wallMs} ms, busy ${s.busyMs} ms`);
   const pct = (x: number) => `${(x * 100).toFixed(1)}%`.padStart(6);
   console.log('\nself time by area');
-  for (const a of s.areas) console.log(`${pct(a.ofBusy)} ${String(a.ms).padStart(7)} ms  ${a.name}`);
+  for (const a of s.areas)
+    console.log(`${pct(a.ofBusy)} ${String(a.ms).padStart(7)} ms  ${a.name}`);
   console.log('\nself time by function');
-  for (const f of s.functions) console.log(`${pct(f.ofBusy)} ${String(f.ms).padStart(7)} ms  ${f.name}`);
+  for (const f of s.functions)
+    console.log(`${pct(f.ofBusy)} ${String(f.ms).padStart(7)} ms  ${f.name}`);
 }

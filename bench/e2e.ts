@@ -129,6 +129,7 @@ async function main(): Promise<void> {
 }
 
 /** Maps print as objects in `--json`. */
-const replacer = (_k: string, v: unknown) => (v instanceof Map ? Object.fromEntries(v) : v);
+const replacer = (_k: string, v: unknown): unknown =>
+  v instanceof Map ? (Object.fromEntries(v) as unknown) : v;
 
 await main();

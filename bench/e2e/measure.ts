@@ -3,7 +3,7 @@
  * stream), the events of a window (by type, and per-task times), and raw publish speed.
  */
 import { jetstream } from '@nats-io/jetstream';
-import type { JetStreamManager, StreamConfig } from '@nats-io/jetstream';
+import type { JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { EventRecord } from '../../actors/projection.js';
 import { EventStore } from '../../streams/event-store.js';
@@ -89,7 +89,7 @@ export async function rawPublishRate(
 ): Promise<number> {
   const events = (await jsm.streams.info(n.streams.events)).config;
   const name = `BENCH_RAW_${Date.now()}`;
-  await jsm.streams.add({ ...(events as StreamConfig), name, subjects: [`benchraw.>`] });
+  await jsm.streams.add({ ...events, name, subjects: [`benchraw.>`] });
   const js = jetstream(nc);
   const payload = new TextEncoder().encode(
     JSON.stringify({

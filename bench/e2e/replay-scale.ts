@@ -128,7 +128,7 @@ export async function replayAtScale(
   const n = names('bench1m');
   const jsm = await jetstreamManager(nc);
   await ensureTopology(jsm, n, DEFAULT_TOPOLOGY_OPTIONS);
-  let t = performance.now();
+  const t = performance.now();
   await generateForBench(nc, n, events, 'big');
   const generateMs = performance.now() - t;
   const generated = (await jsm.streams.info(n.streams.events)).state.last_seq;
