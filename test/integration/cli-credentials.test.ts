@@ -34,6 +34,7 @@ const envOf = (auth: Auth | 'none'): Record<string, string> => ({
   SONAR_PULSE_TTL: '1500ms',
   SONAR_TICK: '200ms',
   SONAR_LOCK_TTL: '1s',
+  SONAR_DRAIN_GRACE: '1s',
   ...(auth === 'creds' && { SONAR_NATS_CREDS: credsFile }),
   ...(auth === 'password' && { SONAR_NATS_USER: 'sonar', SONAR_NATS_PASSWORD: PASSWORD }),
 });
@@ -91,7 +92,9 @@ async function connects(auth: Auth, args: string[], sign: RegExp): Promise<void>
     throw new Error(`${String(err)}\n${p.stderr().slice(-1_500)}\n${p.stdout().slice(-500)}`);
   });
   expect(p.running, `${args[0]} with ${auth}: ${p.stderr()}`).toBe(true);
-  await p.kill('SIGKILL');
+  // A supervisor's workers run in their own process group: SIGKILL would orphan them, so it
+  // gets SIGTERM, which it forwards to them (they drain and leave) before it exits.
+  await p.kill(args[0] === 'workers' ? 'SIGTERM' : 'SIGKILL');
 }
 
 describe('credentials from every CLI verb', () => {
