@@ -1,3 +1,4 @@
+import { JetStreamApiCodes, JetStreamApiError } from '@nats-io/jetstream';
 import { ErrorCode, SonarError } from '../actors/errors.js';
 
 /** Another writer moved the aggregate first: reload and re-judge, never overwrite. */
@@ -37,3 +38,12 @@ export class TopologyConflictError extends SonarError {
 
 export const isConcurrencyError = (e: unknown): e is ConcurrencyError =>
   e instanceof ConcurrencyError;
+
+/**
+ * A compare-and-set write (expected last sequence, KV `update`/`create`, object store
+ * `previousRevision`) lost: the subject moved, or vanished, since the revision we held.
+ */
+export const isWrongLastSequence = (err: unknown): boolean =>
+  err instanceof JetStreamApiError &&
+  (err.code === JetStreamApiCodes.StreamWrongLastSequence ||
+    err.code === JetStreamApiCodes.StreamWrongLastSequenceUnknown);

@@ -1,4 +1,4 @@
-import { JetStreamApiCodes, JetStreamApiError } from '@nats-io/jetstream';
+import { isWrongLastSequence } from '../../streams/errors.js';
 import type { KV } from '@nats-io/kv';
 
 /** The key of the reconciler's lock in `sonar_locks` (DESIGN.md section 2). */
@@ -36,11 +36,6 @@ export interface LockTurn {
   /** Server time of our write minus the local midpoint of its round trip (a clock sample). */
   serverOffsetMs: number | null;
 }
-
-const isWrongLastSequence = (err: unknown): boolean =>
-  err instanceof JetStreamApiError &&
-  (err.code === JetStreamApiCodes.StreamWrongLastSequence ||
-    err.code === JetStreamApiCodes.StreamWrongLastSequenceUnknown);
 
 /**
  * Leader election on one KV key (DESIGN.md section 2): `create` acquires it (SET NX), `update`

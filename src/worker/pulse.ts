@@ -1,24 +1,48 @@
 import type { KV } from '@nats-io/kv';
+import { ErrorCode, SonarError } from '../../actors/errors.js';
+import { isWrongLastSequence } from '../../streams/errors.js';
 import type { Logger } from '../log.js';
 import type { RegistryEntry } from '../protocol.js';
 
 /** The entry's fields the worker decides; `pulseAt` is stamped at each put. */
 export type PulseEntry = Omit<RegistryEntry, 'pulseAt'>;
 
+/** The worker's registry key vanished between two pulses: the backend counts it Lost. */
+export class KeyVanishedError extends SonarError {
+  override readonly name = 'KeyVanishedError';
+  constructor(workerId: string) {
+    super(
+      ErrorCode.Conflict,
+      `worker ${workerId} is Lost: its registry key vanished between two pulses (a stall longer ` +
+        `than the pulse TTL, or a supervisor reported it gone); a worker id is used once; exit and start a new worker`,
+      { workerId },
+    );
+  }
+}
+
 /**
  * Keeps the worker's registry entry alive in `<prefix>_workers` (DESIGN.md section 4): a KV
  * put every interval, which restarts the bucket TTL. When the puts stop (the process died,
  * or its network did), the key expires and the reconciler recovers the worker's tasks.
+ *
+ * Each pulse after the first is a compare-and-set on the revision of the one before, so a
+ * worker whose key vanished meanwhile (a stall or partition longer than the TTL) learns it
+ * at its next pulse, even when idle: DESIGN.md section 4 has such a worker exit so that its
+ * supervisor starts it afresh, and without this an idle one would pulse on, never eligible,
+ * never told. `onVanished` is called once.
  */
 export class Pulse {
   private timer: NodeJS.Timeout | null = null;
   private last: Promise<void> = Promise.resolve();
+  private revision: number | null = null;
+  private vanished = false;
 
   constructor(
     private readonly kv: KV,
     private readonly entry: () => PulseEntry,
     private readonly intervalMs: number,
     private readonly log: Logger,
+    private readonly onVanished: (err: KeyVanishedError) => void = () => {},
   ) {}
 
   /** Puts the entry now, then every interval. */
@@ -35,13 +59,38 @@ export class Pulse {
   /** Puts the entry now (after a change such as `active: false`), in order with the others. */
   beat(): Promise<void> {
     const put = async (): Promise<void> => {
-      await this.kv.put(
-        this.entry().workerId,
-        JSON.stringify({ ...this.entry(), pulseAt: new Date().toISOString() }),
-      );
+      if (this.vanished) return;
+      const entry = this.entry();
+      const value = JSON.stringify({ ...entry, pulseAt: new Date().toISOString() });
+      if (this.revision === null) {
+        this.revision = await this.kv.put(entry.workerId, value);
+        return;
+      }
+      try {
+        this.revision = await this.kv.update(entry.workerId, value, this.revision);
+      } catch (err: unknown) {
+        if (!isWrongLastSequence(err)) throw err;
+        await this.reconcile(entry.workerId, value);
+      }
     };
     this.last = this.last.then(put, put);
     return this.last;
+  }
+
+  /**
+   * A compare-and-set lost. Either a put whose reply we missed did land (the key holds a
+   * newer revision of ours: adopt it and put again), or the key is gone (expired, or deleted
+   * by the backend): the worker is fenced off for good.
+   */
+  private async reconcile(workerId: string, value: string): Promise<void> {
+    const now = await this.kv.get(workerId);
+    if (now !== null && now.operation === 'PUT') {
+      this.revision = await this.kv.update(workerId, value, now.revision);
+      return;
+    }
+    this.vanished = true;
+    this.stop();
+    this.onVanished(new KeyVanishedError(workerId));
   }
 
   /** Stops the puts; the key stays until {@link Pulse.remove} or its TTL. */

@@ -185,7 +185,15 @@ export class Worker {
       { signal: this.lifecycle.signal },
     );
     const kv = await new Kvm(this.nc).open(this.n.buckets.workers);
-    this.pulse = new Pulse(kv, () => this.entry(), reply.pulseIntervalMs, this.log);
+    this.pulse = new Pulse(
+      kv,
+      () => this.entry(),
+      reply.pulseIntervalMs,
+      this.log,
+      (err) => {
+        void this.failWith(err);
+      },
+    );
     await this.pulse.start();
     this.cancelSub = this.nc.subscribe(this.n.subjects.controlCancel, {
       callback: (err, msg) => {

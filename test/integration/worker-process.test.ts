@@ -317,6 +317,24 @@ describe('sonar worker', () => {
     );
   });
 
+  it('a worker stalled past its pulse TTL learns at its next pulse that it is Lost, and exits', async () => {
+    const { ctx, worker, joined } = await world();
+    const w = worker('w1', ['--tags', 'a', '--slots', '1']);
+    await joined('w1');
+    // A real stall (SIGSTOP): no pulse, no request, until the key expired (the reconciler,
+    // not running here, would declare the worker Lost). It is idle: only its pulse can tell.
+    w.child.kill('SIGSTOP');
+    await eventually(async () => (await ctx.registry.live()).length === 0, {
+      timeoutMs: 15_000,
+      message: "w1's key expired",
+    });
+    w.child.kill('SIGCONT');
+    const r = await exitOf(w);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/worker w1 is Lost: its registry key vanished/);
+    expect(await ctx.registry.live()).toEqual([]);
+  });
+
   it('exits non-zero when the backend answers conflict (it was declared Lost)', async () => {
     const { ctx, client, worker, joined } = await world();
     const w = worker('w1', ['--tags', 'a', '--slots', '1']);

@@ -1,4 +1,4 @@
-import { JetStreamApiCodes, JetStreamApiError } from '@nats-io/jetstream';
+import { isWrongLastSequence } from '../../../streams/errors.js';
 import type { KV } from '@nats-io/kv';
 
 /** The key of the full sweep's turn in `sonar_schedule` (DESIGN.md section 2). */
@@ -12,11 +12,6 @@ export interface SweepTurn {
 
 /** Whether this backend won the turn; when not, the turn that holds it (if readable). */
 export type SweepClaim = { won: true; revision: number } | { won: false; held: SweepTurn | null };
-
-const isWrongLastSequence = (err: unknown): boolean =>
-  err instanceof JetStreamApiError &&
-  (err.code === JetStreamApiCodes.StreamWrongLastSequence ||
-    err.code === JetStreamApiCodes.StreamWrongLastSequenceUnknown);
 
 function turnOf(raw: string): SweepTurn | null {
   try {
