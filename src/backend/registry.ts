@@ -23,11 +23,35 @@ export class Registry {
     return new Registry(await new Kvm(nc).open(n.buckets.workers));
   }
 
-  /** Every live entry, `pulseAt` = server time of its last pulse. Bad entries are skipped. */
-  async live(): Promise<LiveEntry[]> {
+  /**
+   * Every live entry, `pulseAt` = server time of its last pulse. Bad entries are skipped.
+   * Rejects after `timeoutMs` rather than hang: the key listing rides an ordered consumer,
+   * and a listing that never ends would stall the reconciler for good (a partial list is
+   * never returned: a missing key would read as a dead worker).
+   */
+  async live(timeoutMs = 10_000): Promise<LiveEntry[]> {
     const out: LiveEntry[] = [];
     const keys = await this.kv.keys();
+    const timer = setTimeout(
+      () => keys.stop(new Error(`registry listing took more than ${timeoutMs} ms`)),
+      timeoutMs,
+    );
     const pending: Promise<void>[] = [];
+    try {
+      await this.list(keys, pending, out);
+    } finally {
+      clearTimeout(timer);
+    }
+    await Promise.all(pending);
+    out.sort((a, b) => (a.workerId < b.workerId ? -1 : a.workerId > b.workerId ? 1 : 0));
+    return out;
+  }
+
+  private async list(
+    keys: AsyncIterable<string>,
+    pending: Promise<void>[],
+    out: LiveEntry[],
+  ): Promise<void> {
     for await (const key of keys) {
       pending.push(
         this.kv.get(key).then((e) => {
@@ -43,9 +67,6 @@ export class Registry {
         }),
       );
     }
-    await Promise.all(pending);
-    out.sort((a, b) => (a.workerId < b.workerId ? -1 : a.workerId > b.workerId ? 1 : 0));
-    return out;
   }
 
   async remove(workerId: string): Promise<void> {
