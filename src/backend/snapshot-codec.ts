@@ -12,7 +12,8 @@ import type { Snap } from '../../actors/transitioner.js';
  * Rows (a JSON array whose first element names it):
  * - `["task"|"step"|"run"|"worker", key, seq, {value, context, status}]`
  * - `["stepTasks", stepKey, [taskKey...]]`
- * - `["stepIndex", stepKey, counts, [[taskKey, order]...], [fresh...], [returned...], [[tag, n]...]]`
+ * - `["stepIndex", stepKey, counts, [taskKey...], [order...], [fresh...], [returned...], [[tag, n]...]]`
+ *   (the `order` Map as its keys and its values, side by side)
  * - `["byState", state, [taskKey...]]`, `["activeSteps", [...]]`, `["activeRuns", [...]]`
  * - `["leader", {nodeId, time, seq} | null]`
  *
@@ -65,6 +66,9 @@ type AggregateRow = keyof typeof AGGREGATE_ROWS;
 /** A point-in-time copy of a projection, cheap to take, encoded later (see captureProjection). */
 export interface Capture {
   header: SnapshotHeader;
+  /** Aggregates as parallel arrays: a tenth of the memory of one small array per row. */
+  aggregates: { kind: AggregateRow; keys: string[]; seqs: number[]; snaps: unknown[] }[];
+  /** The index rows, copied. */
   rows: unknown[][];
 }
 
@@ -90,18 +94,29 @@ export function captureProjection(
       `projection field(s) ${unknown.join(', ')} unknown to the snapshot codec: add them to src/backend/snapshot-codec.ts and bump SNAPSHOT_FORMAT`,
     );
   }
-  const rows: unknown[][] = [];
+  const aggregates: Capture['aggregates'] = [];
   for (const kind of Object.keys(AGGREGATE_ROWS) as AggregateRow[]) {
     const table = p[AGGREGATE_ROWS[kind]] as Map<string, Aggregate<Snap<unknown>>>;
-    for (const [key, a] of table) rows.push([kind, key, a.seq, a.snapshot]);
+    const keys = new Array<string>(table.size);
+    const seqs = new Array<number>(table.size);
+    const snaps = new Array<unknown>(table.size);
+    let i = 0;
+    for (const [key, a] of table) {
+      keys[i] = key;
+      seqs[i] = a.seq;
+      snaps[i++] = a.snapshot;
+    }
+    aggregates.push({ kind, keys, seqs, snaps });
   }
+  const rows: unknown[][] = [];
   for (const [key, list] of p.stepTasks) rows.push(['stepTasks', key, list.slice()]);
   for (const [key, i] of p.stepIndex) {
     rows.push([
       'stepIndex',
       key,
       { ...i.counts },
-      [...i.order],
+      [...i.order.keys()],
+      [...i.order.values()],
       [...i.fresh],
       [...i.returned],
       [...i.pendingTags],
@@ -125,6 +140,7 @@ export function captureProjection(
         workers: p.workers.size,
       },
     },
+    aggregates,
     rows,
   };
 }
@@ -137,14 +153,26 @@ export function captureProjection(
  */
 export function* encodeCapture(c: Capture, batchChars = 60 * 1024): Generator<string> {
   let batch = `${JSON.stringify(c.header)}\n`;
+  let count = 0;
+  for (const { kind, keys, seqs, snaps } of c.aggregates) {
+    for (let i = 0; i < keys.length; i++) {
+      batch += `${JSON.stringify([kind, keys[i], seqs[i], snaps[i]])}\n`;
+      count++;
+      if (batch.length >= batchChars) {
+        yield batch;
+        batch = '';
+      }
+    }
+  }
   for (const row of c.rows) {
     batch += `${JSON.stringify(row)}\n`;
+    count++;
     if (batch.length >= batchChars) {
       yield batch;
       batch = '';
     }
   }
-  yield `${batch}${JSON.stringify(['end', c.rows.length])}\n`;
+  yield `${batch}${JSON.stringify(['end', count])}\n`;
 }
 
 /** Why a stored snapshot was not used. */
@@ -263,7 +291,7 @@ export class SnapshotDecoder {
 
   private apply(row: [string, ...unknown[]]): void {
     const p = this.p;
-    const [tag, a, b, c, d, e, f] = row;
+    const [tag, a, b, c, d, e, f, g] = row;
     switch (tag) {
       case 'task':
       case 'step':
@@ -284,13 +312,24 @@ export class SnapshotDecoder {
         if (typeof a !== 'string' || typeof b !== 'object' || b === null) {
           throw corrupt('a stepIndex row is malformed');
         }
-        if (!isStringArray(d) || !isStringArray(e)) throw corrupt('a stepIndex queue is malformed');
+        if (
+          !isStringArray(c) ||
+          !Array.isArray(d) ||
+          c.length !== d.length ||
+          !d.every(isNumber) ||
+          !isStringArray(e) ||
+          !isStringArray(f)
+        ) {
+          throw corrupt('a stepIndex queue is malformed');
+        }
+        const order = new Map<string, number>();
+        c.forEach((key, i) => order.set(key, d[i] as number));
         const index: StepIndex = {
           counts: b as Record<TaskState, number>,
-          order: new Map(entriesOf(c, isNumber)),
-          fresh: new Set(d),
-          returned: new Set(e),
-          pendingTags: new Map(entriesOf(f, isNumber)),
+          order,
+          fresh: new Set(e),
+          returned: new Set(f),
+          pendingTags: new Map(entriesOf(g, isNumber)),
         };
         p.stepIndex.set(a, index);
         return;
