@@ -21,7 +21,7 @@ import type { Snap } from '../../actors/transitioner.js';
  * (creation order of steps and tasks), so a restored projection iterates exactly like a
  * folded one.
  */
-export const SNAPSHOT_FORMAT = 1;
+export const SNAPSHOT_FORMAT = 2;
 
 export interface SnapshotHeader {
   format: 'sonar-projection';
