@@ -3,9 +3,11 @@
  *   npm run bench:e2e [-- --workers 4 --slots 16 --tasks 20000 --rounds 2 --events 1000000]
  *
  * One process tree on this machine: a nats-server with file storage (child), one backend
- * (child: `node bin/sonar.js backend`, with orphanAge 5 s, pulse TTL 5 s, pulse every 1 s,
- * everything else default), W SDK worker processes x S slots whose handler returns 2 bytes
- * (inline output), and this process as the client. Each measurement runs `--rounds` times.
+ * (child: `bin/sonar.js backend` with its shebang's node flags; orphanAge 5 s, pulse TTL 5 s,
+ * pulse every 1 s, everything else default), W SDK worker processes x S slots whose handler
+ * returns 2 bytes (inline output), and this process as the client. Each measurement runs
+ * `--rounds` times. Then, without workers: fresh backends holding 100k Pending tasks
+ * (memory), and restarts on a stream of `--events` events (full replay, snapshot + tail).
  *
  * Targets: throughput >= 60% of the ceiling (raw async publish in this run / JetStream writes
  * per task); <= 8 writes per task on the default path; submit-to-start p50 <= 20 ms at
@@ -13,12 +15,14 @@
  * `--prof DIR` writes CPU profiles of the backend and workers there.
  */
 import { mkdirSync } from 'node:fs';
+import { createServer } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { names } from '../streams/names.js';
 import { SonarClient } from '../src/client/client.js';
 import { startNatsServer } from '../src/dev/nats-server.js';
-import { rawPublishRate } from './e2e/measure.js';
+import { rawPublishRate, sampler } from './e2e/measure.js';
 import { lightLoad, memoryAt, recovery, throughput } from './e2e/phases.js';
 import type { Env } from './e2e/phases.js';
 import { startBackend, startWorker } from './e2e/procs.js';
@@ -50,7 +54,8 @@ const log = (msg: string) => {
 
 async function main(): Promise<void> {
   if (opts.prof) mkdirSync(opts.prof, { recursive: true });
-  const server = await startNatsServer();
+  const monitorPort = await freePort();
+  const server = await startNatsServer({ args: ['-m', String(monitorPort)] });
   const nc = await connect({ servers: server.url, noAsyncTraces: true });
   const children: Child[] = [];
   try {
@@ -74,7 +79,21 @@ async function main(): Promise<void> {
     );
     children.push(...workers);
     const jsm = await jetstreamManager(nc);
-    const env: Env = { nc, jsm, n, client: new SonarClient(nc, { prefix }) };
+    const pids = () => ({
+      'nats-server': server.pid,
+      backend: backend.pid,
+      bench: process.pid,
+      ...Object.fromEntries(
+        workers.filter((w) => w.running).map((w) => [`worker ${w.name}`, w.pid]),
+      ),
+    });
+    const env: Env = {
+      nc,
+      jsm,
+      n,
+      client: new SonarClient(nc, { prefix }),
+      sample: sampler(pids, `http://127.0.0.1:${monitorPort}`),
+    };
     const result: E2eResult = {
       machine: { cpus: (await import('node:os')).cpus().length, node: process.version },
       setup: opts,
@@ -87,13 +106,13 @@ async function main(): Promise<void> {
     };
 
     log('raw publish');
-    result.rawPublish.push(await rawPublishRate(nc, jsm, n));
+    result.rawPublish.push(await rawPublishRate(nc, jsm, n, env.sample));
     log('warm-up');
     await throughput(env, 'warmup', 2_000);
     for (let r = 0; r < opts.rounds; r++) {
       log(`throughput round ${r + 1}`);
       result.throughput.push(await throughput(env, `tp${r}`, opts.tasks));
-      result.rawPublish.push(await rawPublishRate(nc, jsm, n));
+      result.rawPublish.push(await rawPublishRate(nc, jsm, n, env.sample));
     }
     for (let r = 0; r < opts.rounds; r++) {
       log(`light load round ${r + 1}`);
@@ -109,7 +128,7 @@ async function main(): Promise<void> {
     for (const c of children.splice(0).reverse()) await c.stop();
     for (let r = 0; r < opts.rounds; r++) {
       log(`memory at 100k tasks, round ${r + 1}`);
-      result.memory.push(await memoryAt(nc, server.url, 100_000));
+      result.memory.push(await memoryAt(nc, server.url, 100_000, `benchmem${r}`));
     }
     if (opts.events > 0) {
       log(`replay at ${opts.events} events`);
@@ -126,6 +145,15 @@ async function main(): Promise<void> {
     await nc.close();
     await server.stop();
   }
+}
+
+/** A TCP port free now (for nats-server's monitoring endpoint). */
+async function freePort(): Promise<number> {
+  const srv = createServer();
+  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
+  const { port } = srv.address() as AddressInfo;
+  await new Promise((resolve) => srv.close(resolve));
+  return port;
 }
 
 /** Maps print as objects in `--json`. */

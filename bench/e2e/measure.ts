@@ -8,6 +8,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import type { EventRecord } from '../../actors/projection.js';
 import { EventStore } from '../../streams/event-store.js';
 import type { Names } from '../../streams/names.js';
+import { cpuSecondsOf } from './procs.js';
 
 /** Messages ever stored per stream (last_seq: work-queue streams delete, but keep counting). */
 export async function streamCounters(jsm: JetStreamManager): Promise<Map<string, number>> {
@@ -85,8 +86,9 @@ export async function rawPublishRate(
   nc: NatsConnection,
   jsm: JetStreamManager,
   n: Names,
+  sample: () => Promise<Sample>,
   count = 50_000,
-): Promise<number> {
+): Promise<{ rate: number; usage: ReturnType<typeof usage> }> {
   const events = (await jsm.streams.info(n.streams.events)).config;
   const name = `BENCH_RAW_${Date.now()}`;
   await jsm.streams.add({ ...events, name, subjects: [`benchraw.>`] });
@@ -100,12 +102,58 @@ export async function rawPublishRate(
     }),
   );
   let next = 0;
+  const before = await sample();
   const started = performance.now();
   const lane = async () => {
     while (next < count) await js.publish(`benchraw.t${next++ % 1000}`, payload);
   };
   await Promise.all(Array.from({ length: 512 }, lane));
   const rate = count / ((performance.now() - started) / 1000);
+  const cost = usage(before, await sample(), count);
   await jsm.streams.delete(name);
-  return rate;
+  return { rate, usage: cost };
+}
+
+/** CPU used so far by each process of the tree, and nats-server's message counters. */
+export interface Sample {
+  at: number;
+  cpuS: Record<string, number>;
+  /** Messages into and out of nats-server (/varz): every publish, reply, delivery and ack. */
+  serverMsgs: number;
+}
+
+export function sampler(pids: () => Record<string, number>, monitorUrl: string) {
+  return async (): Promise<Sample> => {
+    const varz = (await (await fetch(`${monitorUrl}/varz`)).json()) as {
+      in_msgs: number;
+      out_msgs: number;
+    };
+    const cpuS: Record<string, number> = {};
+    for (const [name, pid] of Object.entries(pids())) {
+      try {
+        cpuS[name] = cpuSecondsOf(pid);
+      } catch {
+        // the process is gone (a killed worker)
+      }
+    }
+    return { at: performance.now(), cpuS, serverMsgs: varz.in_msgs + varz.out_msgs };
+  };
+}
+
+/** Per unit of work between two samples: CPU ms by process, server messages, cores busy. */
+export function usage(a: Sample, b: Sample, units: number) {
+  const cpuMs: Record<string, number> = {};
+  let total = 0;
+  for (const [name, s] of Object.entries(b.cpuS)) {
+    const ms = (s - (a.cpuS[name] ?? s)) * 1000;
+    const group = name.startsWith('worker') ? 'workers' : name;
+    cpuMs[group] = (cpuMs[group] ?? 0) + ms / units;
+    total += ms;
+  }
+  return {
+    cpuMsPerUnit: cpuMs,
+    totalCpuMsPerUnit: total / units,
+    serverMsgsPerUnit: (b.serverMsgs - a.serverMsgs) / units,
+    coresBusy: total / (b.at - a.at),
+  };
 }

@@ -18,13 +18,16 @@ import {
   percentile,
   streamCounters,
   taskTimes,
+  usage,
 } from './measure.js';
+import type { Sample } from './measure.js';
 
 export interface Env {
   nc: NatsConnection;
   jsm: JetStreamManager;
   n: Names;
   client: SonarClient;
+  sample: () => Promise<Sample>;
 }
 
 /** A run of `count` tasks on one step; `tag` defaults to the workers' tag. */
@@ -68,15 +71,19 @@ export interface Throughput {
   /** Writes per stream, and events per type, in the window. */
   writes: Map<string, number>;
   events: Map<string, number>;
+  /** CPU per task by process, server messages per task, cores busy. */
+  usage: ReturnType<typeof usage>;
 }
 
 /** Submits one run of `count` tasks and waits until all are Succeeded. */
 export async function throughput(env: Env, runId: string, count: number): Promise<Throughput> {
   const before = await streamCounters(env.jsm);
   const fromSeq = await lastEventSeq(env.jsm, env.n);
+  const s0 = await env.sample();
   const t0 = Date.now();
   await env.client.submit(runFile(runId, count));
   await untilRunSucceeded(env, runId);
+  const s1 = await env.sample();
   const after = await streamCounters(env.jsm);
   const all = await eventsSince(env.nc, env.n, fromSeq);
   const { started, finalized } = taskTimes(
@@ -96,6 +103,7 @@ export async function throughput(env: Env, runId: string, count: number): Promis
     doneP99: percentile(dones, 99),
     writes: counterDelta(before, after),
     events: countByType(all),
+    usage: usage(s0, s1, count),
   };
 }
 
@@ -205,8 +213,7 @@ export async function recovery(
  * and reads its memory once the submit is done and again after the leader's snapshot (it
  * writes one past 100k events), with the peak (VmHWM) over all of it.
  */
-export async function memoryAt(nc: NatsConnection, url: string, count: number) {
-  const prefix = 'benchmem';
+export async function memoryAt(nc: NatsConnection, url: string, count: number, prefix: string) {
   const backend = await startBackend({ SONAR_NATS_URL: url, SONAR_PREFIX: prefix });
   try {
     const client = new SonarClient(nc, { prefix });

@@ -41,6 +41,10 @@ export class Child {
     return this.proc.pid ?? -1;
   }
 
+  get running(): boolean {
+    return this.proc.exitCode === null && this.proc.signalCode === null;
+  }
+
   /** The first line from now on that matches, or a rejection naming the recent output. */
   waitForLine(match: (line: string) => boolean, timeoutMs = 60_000): Promise<string> {
     return new Promise((resolve, reject) => {
@@ -91,21 +95,22 @@ const parseLog = (line: string) => JSON.parse(line) as Record<string, unknown>;
 const profArgs = (dir: string | undefined, name: string) =>
   dir ? ['--cpu-prof', `--cpu-prof-dir=${join(dir, name)}`] : [];
 
+/** The node flags of bin/sonar.js's shebang (`#!/usr/bin/env -S node <flags>`). */
+function shebangFlags(): string[] {
+  const first = readFileSync(join(root, 'bin/sonar.js'), 'utf8').split('\n')[0] ?? '';
+  return first.split(/\s+/).slice(first.split(/\s+/).indexOf('node') + 1);
+}
+
 /**
- * `bin/sonar.js backend` as an operator runs it (its shebang's node flags included) with
- * `env` (SONAR_* settings); resolved once it logs `backend started`. Profiling goes through
- * NODE_OPTIONS, which leaves the shebang's flags alone.
+ * `bin/sonar.js backend` as an operator runs it, with its shebang's node flags, and `env`
+ * (SONAR_* settings); resolved once it logs `backend started`. Run through `node` with the
+ * same flags so that `--cpu-prof` can be added (NODE_OPTIONS refuses it).
  */
 export async function startBackend(env: Record<string, string>, profDir?: string): Promise<Child> {
-  const prof = profArgs(profDir, 'backend').join(' ');
-  const proc = spawn(join(root, 'bin/sonar.js'), ['backend'], {
+  const args = [...shebangFlags(), ...profArgs(profDir, 'backend'), 'bin/sonar.js', 'backend'];
+  const proc = spawn(process.execPath, args, {
     cwd: root,
-    env: {
-      ...process.env,
-      SONAR_LOG_LEVEL: 'info',
-      ...(prof && { NODE_OPTIONS: prof }),
-      ...env,
-    },
+    env: { ...process.env, SONAR_LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const child = new Child('backend', proc);

@@ -1,11 +1,14 @@
 /** The end-to-end bench's tables: README style (markdown), ranges over rounds. */
 import type { Latency, memoryAt, Recovery, Throughput } from './phases.js';
 import type { ReplayScaleResult } from './replay-scale.js';
+import type { usage } from './measure.js';
+
+type Usage = ReturnType<typeof usage>;
 
 export interface E2eResult {
   machine: { cpus: number; node: string };
   setup: Record<string, unknown>;
-  rawPublish: number[];
+  rawPublish: { rate: number; usage: Usage }[];
   throughput: Throughput[];
   light: Latency[];
   recovery: Recovery[];
@@ -88,12 +91,13 @@ export function mainRows(r: E2eResult): string[][] {
   const prefix = 'bench';
   const tp = r.throughput;
   const costs = tp.map((t) => writesPerTask(t, prefix));
-  const rawMax = Math.max(...r.rawPublish);
+  const raws = r.rawPublish.map((x) => x.rate);
+  const rawMax = Math.max(...raws);
   const ceilings = costs.map((c) => rawMax / c.total);
   const ofCeiling = tp.map((t, i) => t.tasksPerSec / ceilings[i]!);
   const light = r.light;
   const rows: string[][] = [
-    ['raw async publish (same run, before/after rounds)', `${range(r.rawPublish, k)} msgs/s`, ''],
+    ['raw async publish (same run, before/after rounds)', `${range(raws, k)} msgs/s`, ''],
     [
       'JetStream writes per task, default path (8 named, below)',
       range(
@@ -118,6 +122,44 @@ export function mainRows(r: E2eResult): string[][] {
         int,
       )} tasks/s = ${range(ofCeiling, pct)} of ceiling`,
       `>= 60% ${mark(ofCeiling.every((x) => x >= 0.6))}`,
+    ],
+    [
+      'CPU per task, all processes (saturation)',
+      `${range(
+        tp.map((t) => t.usage.totalCpuMsPerUnit),
+        f2,
+      )} ms on ${range(
+        tp.map((t) => t.usage.coresBusy),
+        f2,
+      )} cores busy`,
+      '',
+    ],
+    ...['nats-server', 'backend', 'workers', 'bench'].map((p) => [
+      `  of which ${p}`,
+      `${range(
+        tp.map((t) => t.usage.cpuMsPerUnit[p] ?? 0),
+        f2,
+      )} ms`,
+      '',
+    ]),
+    [
+      'CPU per raw publish (nats-server + publisher)',
+      `${range(
+        r.rawPublish.map((x) => x.usage.totalCpuMsPerUnit * 1000),
+        int,
+      )} us`,
+      '',
+    ],
+    [
+      'nats-server messages in + out, per task / per raw publish',
+      `${range(
+        tp.map((t) => t.usage.serverMsgsPerUnit),
+        f2,
+      )} / ${range(
+        r.rawPublish.map((x) => x.usage.serverMsgsPerUnit),
+        f2,
+      )}`,
+      '',
     ],
     [
       'submit -> start p50 / p99, saturation (one run)',

@@ -1,0 +1,146 @@
+/**
+ * The e2e performance work (issue 8) on its own terms: a submit's begin judged from the
+ * projection still tells two run files apart when they race; worker requests share one
+ * stream read; a connection's coalesced writes keep their order across a server restart.
+ */
+import { connect } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { SonarClient } from '../../src/client/client.js';
+import { runFileHash, validateRunFile } from '../../src/client/run-file.js';
+import { syncRecent } from '../../src/backend/handlers/sync.js';
+import { connectNats } from '../../src/nats.js';
+import { ApiClient } from '../../src/worker/api-client.js';
+import { eventually } from '../helpers/eventually.js';
+import { startNatsServer } from '../helpers/nats-server.js';
+import type { NatsServer } from '../helpers/nats-server.js';
+import { runFileOf, startTestBackend } from '../helpers/worker-fixtures.js';
+import type { TestBackend } from '../helpers/worker-fixtures.js';
+
+let server: NatsServer;
+let nc: NatsConnection;
+let tb: TestBackend | undefined;
+
+beforeAll(async () => {
+  server = await startNatsServer();
+  nc = await connect({ servers: server.url });
+});
+afterEach(async () => {
+  await tb?.stop();
+  tb = undefined;
+});
+afterAll(async () => {
+  await nc?.close();
+  await server?.stop();
+});
+
+describe('submit.begin without a stream scan', () => {
+  it('two different files racing for one runId: never both accepted', async () => {
+    tb = await startTestBackend(server.url, nc);
+    const api = new ApiClient(nc, tb.ctx.names, { retryForMs: 0 });
+    const begin = (stepId: string) => {
+      const file = validateRunFile(runFileOf('race', [{ id: stepId, tags: ['a'], count: 1 }]), {
+        maxInputBytes: 256 * 1024,
+      });
+      return api.request('submit.begin', {
+        runId: 'race',
+        hash: runFileHash(file),
+        steps: file.steps.map(({ tasks, ...s }) => ({ ...s, taskCount: tasks.length })),
+        taskCount: 1,
+      });
+    };
+    for (let round = 0; round < 5; round++) {
+      const results = await Promise.allSettled([begin(`a${round}`), begin(`b${round}`)]);
+      expect(results.filter((r) => r.status === 'fulfilled').length).toBeLessThanOrEqual(
+        round === 0 ? 1 : 0,
+      );
+    }
+  });
+
+  it('a cut-short submit of the same file completes; commit lists steps in file order', async () => {
+    tb = await startTestBackend(server.url, nc);
+    const client = new SonarClient(nc, { prefix: tb.ctx.names.prefix });
+    const file = runFileOf('r1', [
+      { id: 'first', tags: ['a'], count: 2 },
+      { id: 'second', tags: ['a'], count: 2 },
+    ]);
+    await expect(client.submit(file)).resolves.toEqual({ runId: 'r1', taskCount: 4 });
+    await expect(client.submit(file)).resolves.toEqual({ runId: 'r1', taskCount: 4 });
+    const run = tb.ctx.loop.projection.runs.get('r1')?.snapshot.context;
+    expect(run?.stepIds).toEqual(['first', 'second']);
+  });
+});
+
+describe('syncRecent', () => {
+  it('calls that arrive together share one read; a call after it started gets its own', async () => {
+    tb = await startTestBackend(server.url, nc);
+    const { ctx } = tb;
+    const info = ctx.jsm.streams.info.bind(ctx.jsm.streams);
+    let reads = 0;
+    ctx.jsm.streams.info = (...args: Parameters<typeof info>) => {
+      reads++;
+      return info(...args);
+    };
+    try {
+      await Promise.all(Array.from({ length: 50 }, () => syncRecent(ctx)));
+      expect(reads).toBe(1);
+      const first = syncRecent(ctx);
+      await new Promise((resolve) => setImmediate(resolve)); // the first read has started
+      await Promise.all([first, syncRecent(ctx)]);
+      expect(reads).toBe(3);
+    } finally {
+      ctx.jsm.streams.info = info;
+    }
+  });
+});
+
+describe('coalesced writes', () => {
+  it('keep publish order within and across turns, and across a server restart', async () => {
+    const pub = await connectNats({ natsUrl: server.url }, { maxReconnectAttempts: -1 });
+    const got: number[] = [];
+    const sub = nc.subscribe('order.test', {
+      callback: (_err, m) => {
+        got.push(Number(m.string()));
+      },
+    });
+    try {
+      await nc.flush();
+      let n = 0;
+      const burst = async () => {
+        for (let i = 0; i < 200; i++) {
+          pub.publish('order.test', String(n++));
+          if (i % 50 === 0) await Promise.resolve(); // a microtask boundary mid-burst
+        }
+        await pub.flush();
+      };
+      await burst();
+      await burst();
+      await eventually(() => got.length === 400);
+      await server.restart();
+      await eventually(async () => {
+        await pub.flush();
+        return true;
+      });
+      await eventually(async () => {
+        await nc.flush();
+        return true;
+      });
+      await burst();
+      await eventually(() => got.length === 600, { timeoutMs: 15_000 });
+      expect(got).toEqual(Array.from({ length: 600 }, (_, i) => i));
+      // Request/reply still answers through the patched transport.
+      const echo = pub.subscribe('echo.test', {
+        callback: (_e, m) => {
+          m.respond(m.data);
+        },
+      });
+      await pub.flush();
+      const reply = await nc.request('echo.test', 'hi', { timeout: 2_000 });
+      expect(reply.string()).toBe('hi');
+      echo.unsubscribe();
+    } finally {
+      sub.unsubscribe();
+      await pub.close();
+    }
+  });
+});
