@@ -8,6 +8,7 @@ import { copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promi
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -275,6 +276,26 @@ describe('access control with deploy/nats/accounts.conf', () => {
     });
     expect(last?.json<{ type: string }>().type).toBe('TaskStarted');
     await new ApiClient(client, n).request('cancel', { runId: 'fence' });
+  });
+
+  it('a worker whose registry key vanished reads it back with its own credential, and exits', async () => {
+    const w = spawnAs('worker', 'worker-fenced', [
+      'worker',
+      '--worker-id',
+      'acl-fenced',
+      '--tags',
+      'fenced',
+      '--',
+      'cat',
+    ]);
+    await eventually(() => w.stderr().includes('worker joined'), { timeoutMs: 30_000 });
+    // As if its TTL ran out: the compare-and-set of its next pulse loses, it reads the key
+    // (a permission a worker needs for that) and finds it gone.
+    await (await new Kvm(conns[0]!).open(n.buckets.workers)).delete('acl-fenced');
+    const exit = await w.exited;
+    expect(exit.code, w.stderr()).toBe(1);
+    expect(w.stderr()).toMatch(/worker acl-fenced is Lost: its registry key vanished/);
+    expect(w.stderr()).not.toMatch(/Permissions Violation/);
   });
 
   it('a supervisor runs its workers and reports their exits, and no more', async () => {
