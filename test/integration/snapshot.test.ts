@@ -18,6 +18,7 @@ import {
   storedSnapshot,
   writeSnapshot,
 } from '../../src/backend/snapshot.js';
+import { SNAPSHOT_FORMAT } from '../../src/backend/snapshot-codec.js';
 import { snapshotter } from '../../src/backend/snapshotter.js';
 import { loadConfig } from '../../src/config.js';
 import { createLogger, silentLogger } from '../../src/log.js';
@@ -167,7 +168,7 @@ describe('projection snapshots', () => {
     const os = await new Objm(nc).open(n.objectStores.snapshots);
     const put = (metadata: Record<string, string>, bytes: Uint8Array) =>
       os.putBlob({ name: SNAPSHOT_OBJECT, metadata }, bytes);
-    const good = { seq: '1', fingerprint: snapshotFingerprint(), format: '1' };
+    const good = { seq: '1', fingerprint: snapshotFingerprint(), format: String(SNAPSHOT_FORMAT) };
 
     await put(good, new TextEncoder().encode('not gzip at all'));
     expect(await loadSnapshot(deps)).toBeNull();
