@@ -192,6 +192,13 @@ export interface SonarConfig {
    * @defaultValue unset (outputs go to the `sonar_outputs` object store)
    */
   s3?: S3Config;
+  /**
+   * `SONAR_ALLOW_SNAPSHOT_LOSS`: start a backend even though the projection snapshot is
+   * unusable while retention has purged events. Runs whose events were purged lived only in
+   * that snapshot and are then lost; what is left of the stream is replayed.
+   * @defaultValue unset (false: such a backend refuses to start)
+   */
+  allowSnapshotLoss?: boolean;
 }
 
 /** A configuration value was refused. The message names the variable and the value. */
@@ -318,6 +325,15 @@ const positiveNumber: Parser<number> = (raw) => {
   return n;
 };
 
+const TRUE = new Set(['1', 'true', 'yes', 'on']);
+const FALSE = new Set(['0', 'false', 'no', 'off']);
+const flag: Parser<boolean> = (raw) => {
+  const value = String(raw).trim().toLowerCase();
+  if (TRUE.has(value)) return true;
+  if (FALSE.has(value)) return false;
+  throw new Error(`${show(raw)} is not a boolean (1, true, 0 or false)`);
+};
+
 const port: Parser<number> = (raw) => {
   const trimmed = String(raw).trim();
   const n = Number(trimmed);
@@ -419,6 +435,7 @@ export const sonarEnvSchema = z
     SONAR_S3_BUCKET: optionalSetting(text),
     SONAR_S3_ACCESS_KEY: optionalSetting(text),
     SONAR_S3_SECRET_KEY: optionalSetting(text),
+    SONAR_ALLOW_SNAPSHOT_LOSS: optionalSetting(flag),
   })
   .transform((env, ctx): SonarConfig => {
     const problem = (variable: string, message: string): void => {
@@ -492,6 +509,7 @@ export const sonarEnvSchema = z
       stopGraceMs: env.SONAR_STOP_GRACE,
       imdsUrl: env.SONAR_IMDS_URL,
       s3,
+      allowSnapshotLoss: env.SONAR_ALLOW_SNAPSHOT_LOSS,
     });
   });
 
@@ -542,6 +560,7 @@ const FIELD_NAMES: Record<ConfigVariable, string> = {
   SONAR_S3_BUCKET: 's3.bucket',
   SONAR_S3_ACCESS_KEY: 's3.accessKey',
   SONAR_S3_SECRET_KEY: 's3.secretKey',
+  SONAR_ALLOW_SNAPSHOT_LOSS: 'allowSnapshotLoss',
 };
 
 /**

@@ -100,9 +100,14 @@ export class Backend {
       nodeId,
       now: opts.now ?? Date.now,
     };
-    // A usable snapshot (snapshot.ts) leaves only the events after it to replay.
+    // A usable snapshot (snapshot.ts) leaves only the events after it to replay. Throws
+    // SnapshotLossError when events were purged and the snapshot cannot be used (unless
+    // SONAR_ALLOW_SNAPSHOT_LOSS): a replay would silently drop the purged runs.
     await loop.start(
-      await loadSnapshot({ nc, jsm, names: n, log: log.child({ component: 'snapshot' }) }),
+      await loadSnapshot(
+        { nc, jsm, names: n, log: log.child({ component: 'snapshot' }) },
+        { allowLoss: config.allowSnapshotLoss === true },
+      ),
     );
     const api = new ApiService(nc, n, opts.parts.handlers(ctx), log.child({ component: 'api' }));
     const components = opts.parts.components.map((make) => make(ctx));

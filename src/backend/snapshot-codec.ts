@@ -7,7 +7,10 @@ import type { Snap } from '../../actors/transitioner.js';
  * The projection snapshot's layout: gzip'd JSON lines. Line 1 is the {@link SnapshotHeader};
  * then one row per aggregate and per index; the last line is `["end", <rows>]`, so a
  * truncated object is told from a whole one. Bump {@link SNAPSHOT_FORMAT} with any change
- * here or to the Projection's shape: an older snapshot is then ignored (full replay).
+ * here or to the Projection's shape: an older snapshot is then ignored (full replay). Once
+ * retention has purged events an older format cannot be read at all, so a backend of the new
+ * build refuses to start until `SONAR_ALLOW_SNAPSHOT_LOSS` is set (snapshot.ts): a bump needs
+ * a migration or a release note.
  *
  * Rows (a JSON array whose first element names it):
  * - `["task"|"step"|"run"|"worker", key, seq, {value, context, status}]`
@@ -26,7 +29,10 @@ export const SNAPSHOT_FORMAT = 2;
 export interface SnapshotHeader {
   format: 'sonar-projection';
   version: number;
-  /** Of the machines and fold code that built it (snapshot.ts): another build replays fully. */
+  /**
+   * Of the machines and fold code that built it (snapshot.ts): another build replays fully,
+   * unless events were purged (then it loads this snapshot anyway).
+   */
   fingerprint: string;
   /** Every event up to this stream sequence is folded in; replay resumes at seq + 1. */
   seq: number;

@@ -1,21 +1,27 @@
 /**
  * Projection snapshots (DESIGN.md section 2, `sonar_snapshots`): the fold at a stream
  * sequence, kept as the object `projection`, so that a restart loads it and replays only the
- * events after it instead of the whole stream. It is a cache: a missing, corrupt or
- * old-version snapshot (another format, or a build whose machines or fold code differ) is
- * ignored with a warning, and the stream is replayed in full.
+ * events after it instead of the whole stream. It is a cache while the stream is whole: a
+ * missing, corrupt or old-version snapshot (another format, or a build whose machines or fold
+ * code differ) is ignored with a warning, and the stream is replayed in full.
+ *
+ * Once retention has purged events it is more than a cache: the purged runs live only in it.
+ * Then a snapshot of another fingerprint (same format) is loaded anyway, and one that cannot
+ * be used at all stops the backend ({@link SnapshotLossError}) unless
+ * `SONAR_ALLOW_SNAPSHOT_LOSS` is set.
  *
  * API for other components:
  * - {@link writeSnapshot}`(ctx)` snapshots this backend's projection now, unless the stored
- *   one is as new; resolves to `{ seq, ... }` (every event up to `seq` is in it) or null.
- *   Retention: call it before purging, and purge only events at or below the returned `seq`,
- *   so that a purged run's final state survives in the snapshot. Note that such a run then
- *   lives *only* in the snapshot: when the snapshot is unusable, the full-replay fallback
- *   cannot bring it back ({@link loadSnapshot} warns when the stream's first sequence is
- *   above 1).
- * - {@link loadSnapshot}`(deps)` reads the stored snapshot, or null (with the reason logged);
- *   `Backend.start` passes it to `ProjectionLoop.start`.
+ *   one is as new; resolves to `{ seq, ... }` (every event up to `seq` is in it), or null
+ *   when it wrote nothing (the stored one was as new, or another backend wrote meanwhile:
+ *   {@link storedSnapshot} then tells the stored one's `seq`).
+ *   Retention: call it before purging, and purge only events at or below the returned `seq`
+ *   of a snapshot with this build's fingerprint, so that a purged run's final state survives
+ *   in a snapshot this build loads exactly.
+ * - {@link loadSnapshot}`(deps, { allowLoss })` reads the stored snapshot, or null (with the
+ *   reason logged); `Backend.start` passes it to `ProjectionLoop.start`.
  * - {@link storedSnapshot}`(deps)` the stored snapshot's sequence and size, without reading it.
+ * - {@link purgedEvents}`(stream.state)` what retention purged from the events stream.
  *
  * When snapshots are written: see `snapshotter.ts` (the leader, every 100k events or 10 min
  * when anything changed; any backend on a clean stop).
@@ -25,7 +31,8 @@
 import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { createGunzip, createGzip } from 'node:zlib';
-import { JetStreamApiCodes, JetStreamApiError } from '@nats-io/jetstream';
+import { ErrorCode, SonarError } from '../../actors/errors.js';
+import { isWrongLastSequence } from '../../streams/errors.js';
 import type { JetStreamManager } from '@nats-io/jetstream';
 import { Objm } from '@nats-io/obj';
 import type { ObjectInfo, ObjectStore } from '@nats-io/obj';
@@ -100,7 +107,9 @@ let fingerprintMemo: string | null = null;
  * machine's config and implementations (function sources included, so a changed guard or
  * assign invalidates old snapshots) and the projection module's functions. A different
  * build (even one only reformatted) gets a different value and replays once in full: slow,
- * never wrong. Changes to projection.ts's private helpers are caught through SNAPSHOT_FORMAT.
+ * never wrong. (Unless events were purged: then the old snapshot is still loaded, see
+ * {@link loadSnapshot}.) Changes to projection.ts's private helpers are caught through
+ * SNAPSHOT_FORMAT.
  */
 export function snapshotFingerprint(): string {
   if (fingerprintMemo !== null) return fingerprintMemo;
@@ -222,10 +231,7 @@ async function writeNow(deps: SnapshotWriteDeps): Promise<SnapshotWritten | null
     );
   } catch (err: unknown) {
     lines.destroy();
-    if (
-      err instanceof JetStreamApiError &&
-      err.code === JetStreamApiCodes.StreamWrongLastSequence
-    ) {
+    if (isWrongLastSequence(err)) {
       deps.log.debug('snapshot not written: another backend wrote one meanwhile');
       return null;
     }
@@ -243,56 +249,159 @@ async function writeNow(deps: SnapshotWriteDeps): Promise<SnapshotWritten | null
 }
 
 /**
- * The stored snapshot, decoded, when it can be used: this build's fingerprint, taken from
- * the current events stream (same creation time) and not ahead of it. Otherwise null, with
- * a warning naming why; the caller replays the whole stream.
+ * Events retention removed from the events stream. Nothing else removes any (the stream is
+ * kept whole, DESIGN.md section 2), so the stream's last sequence minus the messages it holds
+ * counts them: purges by subject leave holes anywhere, and the first sequence stays 1 as long
+ * as the first event (a worker's or the leader's, never purged) is kept.
  */
-export async function loadSnapshot(deps: SnapshotDeps): Promise<LoadedSnapshot | null> {
+export interface PurgedEvents {
+  /** Events purged. */
+  count: number;
+  /** Every event up to this sequence is gone (the stream's first sequence minus 1). */
+  upToSeq: number;
+}
+
+/** What retention purged from the events stream, or null when nothing was. */
+export function purgedEvents(state: {
+  first_seq: number;
+  last_seq: number;
+  messages: number;
+}): PurgedEvents | null {
+  const count = state.last_seq - state.messages;
+  if (count <= 0) return null;
+  // An emptied stream's first sequence is last_seq + 1.
+  return { count, upToSeq: Math.max(0, Math.min(state.first_seq, state.last_seq + 1) - 1) };
+}
+
+/** `events up to seq 40` when the purge took the head of the stream, else `12 events`. */
+const purgedText = (p: PurgedEvents): string =>
+  p.count === p.upToSeq ? `events up to seq ${p.upToSeq}` : `${p.count} events`;
+
+/**
+ * The backend refused to start (SONAR_ALLOW_SNAPSHOT_LOSS unset): retention purged events,
+ * so runs live only in the projection snapshot, and the snapshot cannot be used.
+ */
+export class SnapshotLossError extends SonarError {
+  override readonly name = 'SnapshotLossError';
+  constructor(
+    readonly why: string,
+    readonly purged: PurgedEvents,
+    stream: string,
+  ) {
+    super(
+      ErrorCode.Unavailable,
+      `projection snapshot unusable (${why}) while ${purgedText(purged)} were purged from ` +
+        `${stream}: runs whose events were purged live only in that snapshot and would be lost; ` +
+        'restore a usable snapshot or run the build that wrote it, or set ' +
+        'SONAR_ALLOW_SNAPSHOT_LOSS=1 to replay what is left anyway',
+      { why, purgedEvents: purged.count, purgedUpToSeq: purged.upToSeq, stream },
+    );
+  }
+}
+
+export const isSnapshotLossError = (err: unknown): err is SnapshotLossError =>
+  err instanceof SnapshotLossError;
+
+export interface LoadSnapshotOptions {
+  /**
+   * `SONAR_ALLOW_SNAPSHOT_LOSS`: when events were purged and the snapshot is unusable, warn
+   * and replay what is left instead of throwing {@link SnapshotLossError}.
+   * @defaultValue false
+   */
+  allowLoss?: boolean;
+}
+
+/**
+ * The stored snapshot, decoded, when it can be used: taken from the current events stream
+ * (same creation time), not ahead of it, in this build's SNAPSHOT_FORMAT, and of this build's
+ * fingerprint. Otherwise null, with a warning naming why; the caller replays the whole stream.
+ *
+ * Once retention purged events, the purged runs live only in the snapshot, and a full replay
+ * would drop them:
+ * - a snapshot of another fingerprint (an upgrade changed machine or fold code) but the same
+ *   format is loaded anyway, with a warning; the events after it are folded by this build;
+ * - a snapshot that cannot be used at all (none, another format, corrupt, truncated, another
+ *   stream) throws {@link SnapshotLossError}, unless `allowLoss` (then: warn, null).
+ * With nothing purged, a full replay is exact, and another fingerprint's snapshot is ignored.
+ */
+export async function loadSnapshot(
+  deps: SnapshotDeps,
+  opts: LoadSnapshotOptions = {},
+): Promise<LoadedSnapshot | null> {
   const started = performance.now();
   const os = await openStore(deps);
   const stream = await deps.jsm.streams.info(deps.names.streams.events);
-  const fallback = (why: string, meta: Record<string, unknown> = {}): null => {
-    const purged = stream.state.first_seq > 1 && stream.state.messages > 0;
+  const purged = purgedEvents(stream.state);
+  const unusable = (why: string, meta: Record<string, unknown> = {}): null => {
+    if (purged && opts.allowLoss !== true) {
+      throw new SnapshotLossError(why, purged, deps.names.streams.events);
+    }
     deps.log.warn(`projection snapshot not used: ${why}; replaying the whole stream`, {
       ...meta,
       ...(purged && {
-        purgedBefore: stream.state.first_seq,
-        note: 'events before this sequence were purged: their runs are not in the replay',
+        purgedEvents: purged.count,
+        purgedUpToSeq: purged.upToSeq,
+        note: 'SONAR_ALLOW_SNAPSHOT_LOSS: runs whose events were purged are not in the replay',
       }),
     });
     return null;
   };
   const stored = os ? storedOf(await os.info(SNAPSHOT_OBJECT)) : null;
   if (!os || !stored) {
-    if (stream.state.messages === 0) return null; // a fresh stream: nothing to miss
-    return fallback('none stored');
+    if (stream.state.messages === 0 && !purged) return null; // a fresh stream: nothing to miss
+    return unusable('none stored');
   }
-  if (stored.format !== SNAPSHOT_FORMAT || stored.fingerprint !== snapshotFingerprint()) {
-    return fallback('written by another version', { format: stored.format });
+  if (stored.format !== SNAPSHOT_FORMAT) {
+    return unusable(
+      `written by another version (snapshot format ${stored.format}, this build reads ${SNAPSHOT_FORMAT})`,
+      { format: stored.format },
+    );
+  }
+  const own = snapshotFingerprint();
+  // Nothing purged: the full replay is exact, so another build's fold is not wanted.
+  if (stored.fingerprint !== own && !purged) {
+    return unusable('written by another version (other machine or fold code)', {
+      fingerprint: stored.fingerprint,
+    });
   }
   if (stored.seq > stream.state.last_seq) {
-    return fallback('it is ahead of the events stream (was the stream recreated?)', {
+    return unusable('it is ahead of the events stream (was the stream recreated?)', {
       seq: stored.seq,
       lastSeq: stream.state.last_seq,
     });
   }
+  let decoded: { header: SnapshotHeader; projection: Projection };
   try {
-    const decoded = await readObject(os, snapshotFingerprint());
-    if (decoded.header.stream.created !== stream.created) {
-      return fallback('it was folded from another events stream (recreated since)');
-    }
-    const ms = Math.round(performance.now() - started);
-    deps.log.info('projection snapshot loaded', {
-      seq: decoded.header.seq,
-      tasks: decoded.header.counts.tasks,
-      bytes: stored.bytes,
-      ms,
-    });
-    return { ...decoded, bytes: stored.bytes, ms };
+    // The header must carry the fingerprint the object's metadata names.
+    decoded = await readObject(os, stored.fingerprint);
   } catch (err: unknown) {
     const reason = err instanceof SnapshotUnusableError ? err.reason : 'unreadable';
-    return fallback(reason, { err });
+    return unusable(reason, { err });
   }
+  if (decoded.header.stream.created !== stream.created) {
+    return unusable('it was folded from another events stream (recreated since)');
+  }
+  if (stored.fingerprint !== own && purged) {
+    deps.log.warn(
+      `projection snapshot built by other machine code is used: ${purgedText(purged)} were ` +
+        `purged and live only in it; the events after seq ${decoded.header.seq} are folded by this build`,
+      {
+        seq: decoded.header.seq,
+        fingerprint: stored.fingerprint,
+        expected: own,
+        purgedEvents: purged.count,
+        purgedUpToSeq: purged.upToSeq,
+      },
+    );
+  }
+  const ms = Math.round(performance.now() - started);
+  deps.log.info('projection snapshot loaded', {
+    seq: decoded.header.seq,
+    tasks: decoded.header.counts.tasks,
+    bytes: stored.bytes,
+    ms,
+  });
+  return { ...decoded, bytes: stored.bytes, ms };
 }
 
 /** Streams the object through gunzip into the decoder, line by line. */

@@ -102,7 +102,11 @@ export class Snapshotter implements Component {
     }
   }
 
-  /** The stored snapshot's sequence; 0 when none, or when this build cannot use it. */
+  /**
+   * The stored snapshot's sequence; 0 when none, or when another build wrote it. A backend
+   * that started from another build's snapshot (events purged, see loadSnapshot) thus
+   * replaces it with one of its own fingerprint at the next write.
+   */
   private async usableStoredSeq(): Promise<number> {
     const s = await storedSnapshot(this.deps());
     return s && s.fingerprint === snapshotFingerprint() ? s.seq : 0;

@@ -99,7 +99,9 @@ const freshWorkerId = (): string =>
  * at once: the backend appends `WorkerLost{exited}` and the reconciler requeues its tasks
  * without waiting out the registry TTL or orphanAge, since the process is known to be gone.
  * The slot is then respawned with a fresh worker id, with backoff while children keep dying
- * young. `stop()` forwards SIGTERM (children drain and leave) and waits.
+ * young. `stop()` forwards SIGTERM (children drain and leave) and waits. When the supervisor
+ * itself dies without a stop (SIGKILL, a crash), its children see their IPC channel close and
+ * drain the same way.
  */
 export class Supervisor {
   private readonly slots: Slot[];
@@ -196,9 +198,12 @@ export class Supervisor {
     const fd = typeof output === 'function' ? output(workerId) : output;
     // Its own process group: a Ctrl-C in the terminal reaches only the supervisor, which then
     // sends one SIGTERM (a second signal would make a worker release its tasks at once).
+    // The IPC channel is how a child learns that this process died, even by SIGKILL: the
+    // kernel closes the channel, and `sonar worker` drains on its 'disconnect', as on SIGTERM,
+    // instead of running on with nobody to report it. Nothing is sent over it.
     const child = spawn(process.execPath, args, {
       env: { ...process.env, ...this.opts.env },
-      stdio: ['ignore', fd, fd],
+      stdio: ['ignore', fd, fd, 'ipc'],
       detached: true,
     });
     liveChildren.add(child);

@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -24,6 +25,24 @@ afterAll(async () => {
   await nc?.close();
   await server?.stop();
 });
+
+/**
+ * True while `pid` runs: signal 0 reaches it and it is not a zombie. An orphan's zombie waits
+ * for init to reap it, and this sandbox's init reaps late, if ever.
+ */
+function running(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return false;
+  }
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z';
+  } catch {
+    return false;
+  }
+}
 
 describe('sonar workers (supervised liveness, issue 10)', () => {
   it('reports a SIGKILLed worker at once: its task is Running elsewhere within 30 s, and a respawned worker joins', async () => {
@@ -108,8 +127,76 @@ describe('sonar workers (supervised liveness, issue 10)', () => {
       console.log(`task running elsewhere ${Math.round(recoveredInMs)} ms after the SIGKILL`);
     } finally {
       sup.kill('SIGTERM');
-      // Children drain (SONAR_DRAIN_GRACE 3 s in the fixtures), release the task, and leave.
+      // Children drain (SONAR_DRAIN_GRACE 3 s in the fixtures), release the task, leave and
+      // exit on their own (their IPC channel does not hold them), with no SIGKILL.
       expect(await exited).toBe(0);
+      expect(err).not.toContain('workers did not drain in time');
+      const afterStop = out.split('stopping: workers drain\n')[1] ?? '';
+      expect(afterStop.match(/exited \(code 0\)/g)).toHaveLength(2);
+      expect(afterStop).not.toContain('SIGKILL');
+    }
+  });
+  it('a SIGKILLed supervisor leaves no orphans: each child drains as on SIGTERM, leaves and exits', async () => {
+    const { ctx } = tb;
+    const sup = spawn(
+      process.execPath,
+      [SONAR_BIN, 'workers', '--count', '2', '--tags', 'orphans', '--slots', '1'],
+      { cwd: ROOT, env: { ...process.env, ...tb.env }, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    let out = '';
+    let err = '';
+    sup.stdout.on('data', (c: Buffer) => (out += c.toString()));
+    sup.stderr.on('data', (c: Buffer) => (err += c.toString()));
+    const supExited = new Promise<NodeJS.Signals | null>((resolve) =>
+      sup.once('exit', (_code, signal) => resolve(signal)),
+    );
+    const started = () =>
+      [...out.matchAll(/worker (\S+) started \(pid (\d+)/g)].map((m) => ({
+        id: m[1]!,
+        pid: Number(m[2]),
+      }));
+    const stateOf = (id: string) => ctx.loop.projection.workers.get(id)?.snapshot.value;
+    try {
+      const children = await eventually(
+        () =>
+          started().length === 2 && started().every((w) => stateOf(w.id) === 'Active') && started(),
+        {
+          timeoutMs: 30_000,
+          message: `two supervised workers joined (stdout: ${out}, stderr: ${err.slice(-500)})`,
+        },
+      );
+      const ids = children.map((w) => w.id);
+      const inRegistry = async () =>
+        (await ctx.registry.live()).map((e) => e.workerId).filter((id) => ids.includes(id));
+      await eventually(async () => (await inRegistry()).length === 2, {
+        message: 'both registry keys put',
+      });
+
+      process.kill(sup.pid!, 'SIGKILL');
+      expect(await supExited).toBe('SIGKILL');
+      expect(children.every((w) => running(w.pid))).toBe(true);
+
+      // Nobody signals the children: they notice the closed IPC channel on their own.
+      await eventually(() => children.every((w) => !running(w.pid)), {
+        timeoutMs: 30_000,
+        intervalMs: 100,
+        message: `the orphaned children exited (stderr: ${err.slice(-1000)})`,
+      });
+      for (const w of children) {
+        const types = (await ctx.store.readAggregate(ctx.names.subjects.worker(w.id))).map(
+          (e) => e.type,
+        );
+        // The SIGTERM path: Draining, then Left (not Lost: nobody reported them).
+        expect(types).toEqual(['WorkerJoined', 'WorkerDraining', 'WorkerLeft']);
+        await eventually(() => stateOf(w.id) === 'Left', { message: `${w.id} Left` });
+      }
+      expect(await inRegistry()).toEqual([]);
+      expect(err.match(/supervisor gone: draining/g)).toHaveLength(2);
+    } finally {
+      for (const w of started()) {
+        if (running(w.pid)) process.kill(w.pid, 'SIGKILL');
+      }
+      if (sup.exitCode === null && sup.signalCode === null) sup.kill('SIGKILL');
     }
   });
 });

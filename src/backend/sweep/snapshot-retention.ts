@@ -6,7 +6,12 @@ import type { RetentionSnapshots } from './retention.js';
  * Retention's hold on `sonar_snapshots` (snapshot.ts): snapshot this backend's projection
  * now unless the stored one already covers the sequence. writeSnapshot returns null when the
  * stored one is as new or another backend wrote meanwhile; the stored one is read back then,
- * and counts only when this build can load it (same fingerprint).
+ * and counts only when it has this build's fingerprint. A snapshot of another fingerprint is
+ * loaded too once events were purged (loadSnapshot), but only as a way out after an upgrade:
+ * purging on its strength would make every later start take the whole prefix up to its
+ * sequence from another build's fold instead of an exact one. With a stored snapshot of
+ * another build (an older backend of a rolling upgrade wrote last), this resolves to 0 and
+ * retention purges nothing this pass.
  */
 export function snapshotRetention(ctx: BackendContext): RetentionSnapshots {
   const deps = {

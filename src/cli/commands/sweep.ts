@@ -31,7 +31,9 @@ async function sweepContext(cli: CliContext): Promise<BackendContext> {
   const jsm = await jetstreamManager(nc);
   const store = new EventStore(nc, names);
   const loop = new ProjectionLoop(store, log.child({ component: 'projection' }));
-  await loop.start(await loadSnapshot({ nc, jsm, names, log }));
+  await loop.start(
+    await loadSnapshot({ nc, jsm, names, log }, { allowLoss: config.allowSnapshotLoss === true }),
+  );
   return {
     config,
     names,

@@ -23,8 +23,9 @@ interface WorkerFlags {
 /**
  * `sonar worker --tags a,b --slots N [--spot] [-- CMD ARGS...]` (DESIGN.md sections 6 and 8).
  * With `-- CMD` every task runs that command; without it, each task's own `command`.
- * SIGTERM or SIGINT drains (a second one releases at once); exit 0 once drained, 1 when the
- * worker failed (e.g. the backend answered `conflict`: this worker was declared Lost).
+ * SIGTERM or SIGINT drains (a second one releases at once); so does the death of the
+ * supervisor that started it (`sonar workers`: its IPC channel closes). Exit 0 once drained,
+ * 1 when the worker failed (e.g. the backend answered `conflict`: this worker was declared Lost).
  */
 export function registerWorker(program: Command): void {
   program
@@ -59,6 +60,7 @@ export function registerWorker(program: Command): void {
         SONAR_IMDS_URL: flags.imdsUrl,
         SONAR_MAX_OUTPUT: flags.maxOutput,
       });
+      const log = createLogger();
       const fixed = command.length > 0 ? command : null;
       const handler: TaskHandler = (input, t) => {
         const argv = fixed ?? t.command;
@@ -88,19 +90,31 @@ export function registerWorker(program: Command): void {
         spotMarginMs: config.spotMarginMs,
         maxOutputBytes: config.maxOutputBytes,
         ...(config.s3 && { s3: config.s3 }),
-        log: createLogger(),
+        log,
       });
       const onSignal = (): void => {
         // First signal drains; a second releases what still runs at once.
         worker.drain('shutdown').catch(() => {});
       };
+      // Started by `sonar workers` (src/dev/supervisor.ts), which gives every child an IPC
+      // channel: the channel closes when the supervisor dies, even by SIGKILL. Drain then, as
+      // on SIGTERM: a worker nobody supervises would run on with nobody to report it.
+      const onSupervisorGone = (): void => {
+        log.warn('supervisor gone: draining', { pid: process.pid, ppid: process.ppid });
+        onSignal();
+      };
+      const supervised = typeof process.send === 'function';
       process.on('SIGTERM', onSignal);
       process.on('SIGINT', onSignal);
+      // A 'disconnect' listener keeps the channel referenced: removed below, so a drained
+      // worker still exits while its supervisor lives.
+      if (supervised) process.on('disconnect', onSupervisorGone);
       try {
         await worker.run();
       } finally {
         process.off('SIGTERM', onSignal);
         process.off('SIGINT', onSignal);
+        process.off('disconnect', onSupervisorGone);
       }
     });
 }
