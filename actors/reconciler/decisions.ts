@@ -1,7 +1,7 @@
 import type { AggregateRef, EventData, SonarEventType } from '../events.js';
 
 /** Why a task goes back to Pending on the reconciler's judgement (DESIGN.md section 4). */
-export type RequeueReason = 'publish-timeout' | 'worker-lost';
+export type RequeueReason = 'publish-timeout' | 'worker-lost' | 'worker-released';
 
 /** Capacity left after the tick's requeues and deaths, before its placements; never negative. */
 export interface CapacityView {

@@ -13,12 +13,16 @@ export interface LiveWorker {
   active: boolean;
   /** ISO-8601 server time of the last pulse. */
   pulseAt: string;
+  /** Task keys `<runId>.<taskId>` the worker holds (absent in hand-written plan inputs). */
+  running?: readonly string[];
 }
 
 /** What the registry says about the fleet at `now`. */
 export interface Fleet {
   /** Workers whose key exists and whose worker is not Lost or Left: recovery waits for them. */
   live: Set<string>;
+  /** The registry entry of each live worker. */
+  entries: Map<string, LiveWorker>;
   /** Slots of eligible workers per advertised tag (a tag is listed only if one is eligible). */
   tagSlots: Map<string, number>;
   /** Slots of eligible workers, each worker counted once however many tags it advertises. */
@@ -39,12 +43,14 @@ export function readFleet(
   config: Pick<PlanConfig, 'pulseTtlMs'>,
 ): Fleet {
   const live = new Set<string>();
+  const byId = new Map<string, LiveWorker>();
   const tagSlots = new Map<string, number>();
   let totalSlots = 0;
   for (const e of entries) {
     const state = p.workers.get(e.workerId)?.snapshot.value;
     if (state === 'Lost' || state === 'Left') continue;
     live.add(e.workerId);
+    byId.set(e.workerId, e);
     if (!e.active || state === 'Draining') continue;
     const age = now - Date.parse(e.pulseAt);
     if (!(age <= config.pulseTtlMs)) continue; // NaN (an unreadable time) is not recent
@@ -54,5 +60,5 @@ export function readFleet(
       if (e.tags.indexOf(tag) === i) tagSlots.set(tag, (tagSlots.get(tag) ?? 0) + e.slots);
     });
   }
-  return { live, tagSlots, totalSlots };
+  return { live, entries: byId, tagSlots, totalSlots };
 }

@@ -2,7 +2,7 @@ import type { Projection, TaskSnapshot } from '../projection.js';
 import type { PlanConfig } from './config.js';
 import { reconcilerEvent } from './decisions.js';
 import type { Decisions, ReconcilerEvent, RequeueReason } from './decisions.js';
-import type { Fleet } from './fleet.js';
+import type { Fleet, LiveWorker } from './fleet.js';
 
 /** One task the tick takes back from its attempt. */
 export interface Recovery {
@@ -31,8 +31,27 @@ export function recoveriesInWindow(
   return n;
 }
 
+/**
+ * A live worker that does not hold its Running task: its registry entry, written a full pulse
+ * TTL after the task started, does not list it. The worker gave the dispatch message back
+ * (its `start` was carried out but the reply never came, so it `nak`ed as section 6 says) or
+ * dropped it; nobody runs the task, and its worker pulses on, so rule 2 would never take it
+ * back. The TTL margin covers a pulse composed before the start and stored after it.
+ */
+function givenBack(
+  entry: LiveWorker | undefined,
+  key: string,
+  task: TaskSnapshot,
+  config: PlanConfig,
+): boolean {
+  if (entry?.running === undefined || task.context.since === null) return false;
+  if (entry.running.includes(key)) return false;
+  return Date.parse(entry.pulseAt) - Date.parse(task.context.since) > config.pulseTtlMs;
+}
+
 function orphanReason(
   p: Projection,
+  key: string,
   task: TaskSnapshot,
   fleet: Fleet,
   now: number,
@@ -42,7 +61,10 @@ function orphanReason(
   const worker = workerId === null ? undefined : p.workers.get(workerId)?.snapshot;
   // A supervisor saw the process end: nothing to wait for, whatever the task's age.
   if (worker?.value === 'Lost' && worker.context.lostReason === 'exited') return 'worker-lost';
-  if (workerId !== null && fleet.live.has(workerId)) return null;
+  if (workerId !== null && fleet.live.has(workerId)) {
+    // Not counted: the worker is alive and the payload did it no harm.
+    return givenBack(fleet.entries.get(workerId), key, task, config) ? 'worker-released' : null;
+  }
   // A missing key means the worker is gone only once we have watched the registry for a TTL.
   if (!config.ageFloorPassed) return null;
   return ageOf(task.context.since, now) > config.orphanAgeMs ? 'worker-lost' : null;
@@ -52,7 +74,8 @@ function orphanReason(
  * Rules 1 to 3 of DESIGN.md section 4, over the tasks in flight only (Published, then Running,
  * each in the order they entered the state): a publish timeout and an orphaned Running task go
  * back to Pending; a counted (`worker-lost`) recovery that reaches the limit inside the window
- * goes Dead instead. No fixed command timeout: a task on a live worker is never touched.
+ * goes Dead instead. No fixed command timeout: a task its live worker holds is never touched
+ * (one it no longer lists goes back as `worker-released`, see givenBack).
  */
 export function judgeRecoveries(
   p: Projection,
@@ -70,10 +93,11 @@ export function judgeRecoveries(
   }
   for (const key of p.tasksByState.Running) {
     const task = p.tasks.get(key)!.snapshot;
-    const reason = orphanReason(p, task, fleet, now, config);
+    const reason = orphanReason(p, key, task, fleet, now, config);
     if (reason === null) continue;
     const counted = recoveriesInWindow(task.context.recoveredAt, now, config.recoveryWindowMs) + 1;
-    out.push({ task: key, dead: counted >= config.recoveryLimit, reason });
+    const dead = reason === 'worker-lost' && counted >= config.recoveryLimit;
+    out.push({ task: key, dead, reason });
   }
   return out;
 }

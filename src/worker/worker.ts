@@ -79,6 +79,12 @@ export class Worker {
   private instanceId: string | undefined;
   private readonly slots: Slots;
   private readonly tasks = new Map<string, RunningTask>();
+  /**
+   * Tasks whose `start` is in flight. Pulses list them with the running ones: the backend may
+   * have started the task already, and a task its live worker does not list is taken back
+   * (actors/reconciler/recovery.ts, givenBack).
+   */
+  private readonly starting = new Set<string>();
   private pullLoops: Promise<void>[] = [];
   /** Messages between pull and report: the drain waits for these. */
   private handling = 0;
@@ -224,7 +230,7 @@ export class Worker {
       tags: this.opts.tags,
       slots: this.opts.slots,
       active: this._state === 'Running',
-      running: [...this.tasks.keys()],
+      running: [...this.starting, ...this.tasks.keys()],
     };
   }
 
@@ -305,9 +311,12 @@ export class Worker {
       token: d.token,
       workerId: this.workerId,
     };
+    const key = `${d.runId}.${d.taskId}`;
+    this.starting.add(key);
     try {
       await this.api!.request('start', creds, { signal: this.lifecycle.signal });
     } catch (err: unknown) {
+      this.starting.delete(key);
       if (isApiError(err, ErrorCode.Conflict)) {
         m.nak();
         await this.failWith(err);
@@ -323,13 +332,9 @@ export class Worker {
     }
     // Ack only once start has answered: until then the message is the task's only trace.
     await m.ackAck().catch((err: unknown) => this.log.debug('ack not confirmed', { err }));
-    const task: RunningTask = {
-      key: `${d.runId}.${d.taskId}`,
-      dispatch: d,
-      ac: new AbortController(),
-      why: null,
-    };
+    const task: RunningTask = { key, dispatch: d, ac: new AbortController(), why: null };
     this.tasks.set(task.key, task);
+    this.starting.delete(key);
     try {
       if (this.releasing) await this.release(task);
       else await this.report(task, await this.execute(task));

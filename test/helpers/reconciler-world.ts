@@ -126,10 +126,19 @@ export class World {
   }
 }
 
-/** A registry entry; `pulseAt` defaults to T0. */
+/**
+ * A registry entry; `pulseAt` defaults to T0. `running` is left out unless given: a listing
+ * is a claim (a task its worker does not list is taken back), which most tests do not make.
+ */
 export const entry = (
   workerId: string,
-  over: Partial<{ tags: string[]; slots: number; active: boolean; pulseAt: string }> = {},
+  over: Partial<{
+    tags: string[];
+    slots: number;
+    active: boolean;
+    pulseAt: string;
+    running: string[];
+  }> = {},
 ) => ({
   workerId,
   host: 'h',
@@ -137,7 +146,6 @@ export const entry = (
   slots: 2,
   active: true,
   pulseAt: T0,
-  running: [] as string[],
   ...over,
 });
 

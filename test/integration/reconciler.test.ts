@@ -164,13 +164,31 @@ describe('ReconcilerLoop', () => {
 
   it('never requeues a long task on a worker that keeps pulsing', async () => {
     await submit(1, ['manual']);
-    await keepPulsing('w1', { tags: ['other'] });
+    await keepPulsing('w1', { tags: ['other'], running: ['r1.t0'] }); // it holds the task
     await b.append(subjects.task('r1', 't0'), taskPublished({ attemptId: 'long1', tag: 'manual' }));
     await b.append(subjects.task('r1', 't0'), taskStarted({ attemptId: 'long1', workerId: 'w1' }));
     // Three orphan ages (1.5 s each) go by.
     await new Promise((r) => setTimeout(r, 4_500));
     expect(stateOf('r1.t0')!.value).toBe('Running');
     expect(await eventsOfType(b.ctx, subjects.task('r1', 't0'), 'TaskRequeued')).toEqual([]);
+  });
+
+  it('takes back, uncounted, a task its live worker does not list (a start whose reply was lost)', async () => {
+    await submit(1, ['manual']);
+    await keepPulsing('w1', { tags: ['other'], running: [] }); // alive, holding nothing
+    await b.append(subjects.task('r1', 't0'), taskPublished({ attemptId: 'lost1', tag: 'manual' }));
+    await b.append(subjects.task('r1', 't0'), taskStarted({ attemptId: 'lost1', workerId: 'w1' }));
+    await eventually(
+      async () =>
+        (await eventsOfType(b.ctx, subjects.task('r1', 't0'), 'TaskRequeued')).length === 1,
+      { timeoutMs: 10_000, message: 'the phantom requeued' },
+    );
+    const [requeued] = await eventsOfType(b.ctx, subjects.task('r1', 't0'), 'TaskRequeued');
+    expect(requeued!.data).toMatchObject({
+      attemptId: 'lost1',
+      reason: 'worker-released',
+      recoveries: 0,
+    });
   });
 
   it('requeues a task no worker started within the publish timeout and publishes it anew', async () => {
@@ -281,11 +299,11 @@ describe('ReconcilerLoop after a restart', () => {
     const s = first.ctx.names.subjects;
     let pulsing = true;
     const timer = setInterval(() => {
-      if (pulsing) void pulse(kv, 'w1', { tags: ['other'] });
+      if (pulsing) void pulse(kv, 'w1', { tags: ['other'], running: ['r1.t0'] });
     }, 300);
     try {
       await first.append(s.worker('w1'), workerJoined({ workerId: 'w1', tags: ['other'] }));
-      await pulse(kv, 'w1', { tags: ['other'] });
+      await pulse(kv, 'w1', { tags: ['other'], running: ['r1.t0'] });
       await first.append(s.step('r1', 's1'), stepCreated({ tags: ['manual'], taskCount: 1 }));
       await first.append(s.task('r1', 't0'), taskCreated({ taskId: 't0', tags: ['manual'] }));
       await first.append(s.run('r1'), runSubmitted({ taskCount: 1 }));
@@ -304,7 +322,7 @@ describe('ReconcilerLoop after a restart', () => {
         await eventually(() => second.reconciler.lastSummary !== null, { message: 'first tick' });
         await new Promise((r) => setTimeout(r, 500));
         pulsing = true;
-        await pulse(kv, 'w1', { tags: ['other'] });
+        await pulse(kv, 'w1', { tags: ['other'], running: ['r1.t0'] });
         await new Promise((r) => setTimeout(r, 2_000));
         expect(second.ctx.loop.projection.tasks.get('r1.t0')!.snapshot.value).toBe('Running');
         expect(await eventsOfType(second.ctx, s.task('r1', 't0'), 'TaskRequeued')).toEqual([]);

@@ -79,6 +79,29 @@ describe('plan', () => {
       expect(plan(w.p, live, ms(now), config())).toMatchObject({ requeue: [], dead: [] });
     });
 
+    it('takes back, uncounted, a Running task its live worker no longer lists, a pulse TTL on', () => {
+      const w = oneStep();
+      w.start('r1.s1-0', 'w1'); // started at T0
+      const ttl = config().pulseTtlMs / 1000;
+      const listing = (s: number, running: string[]) => [entry('w1', { pulseAt: at(s), running })];
+      // Listed: a long command on a live worker, never touched.
+      expect(plan(w.p, listing(HOUR, ['r1.s1-0']), ms(HOUR), config()).requeue).toEqual([]);
+      // Not listed, but the entry may have been composed before the start: wait a TTL.
+      expect(plan(w.p, listing(ttl, []), ms(ttl), config()).requeue).toEqual([]);
+      // Not listed a TTL after the start: the worker gave it back (a start whose reply was lost).
+      const d = plan(w.p, listing(ttl + 1, []), ms(ttl + 1), config({ recoveryLimit: 1 }));
+      expect(d.requeue).toEqual([{ task: 'r1.s1-0', reason: 'worker-released' }]);
+      expect(d.dead).toEqual([]);
+      expect(recoveryEvents(w.p, d)[0]!.data).toMatchObject({
+        reason: 'worker-released',
+        recoveries: 0,
+      });
+      // An entry without `running` (a hand-written plan input) proves nothing.
+      expect(plan(w.p, [entry('w1', { pulseAt: at(HOUR) })], ms(HOUR), config()).requeue).toEqual(
+        [],
+      );
+    });
+
     it('waits for a live worker whose pulse is stale: live is judged by the key, not the pulse', () => {
       const w = oneStep();
       w.start('r1.s1-0', 'w1');
