@@ -119,6 +119,12 @@ export interface EventRecord {
   id?: string;
   /** Set when the stored payload could not be decoded at all (not JSON, no envelope). */
   decodeError?: string;
+  /**
+   * True when `type` and `data` are already what `decodeEvent` gives for this payload: the
+   * backend's own write, known by its bytes (src/backend/own-writes.ts), so `applyEvent` does
+   * not validate it again. Never set for a record read from a file or another writer.
+   */
+  validated?: boolean;
 }
 
 /** What one event did: the backend carries out `actions` after a successful append. */
@@ -394,10 +400,16 @@ export function applyEvent(p: Projection, record: EventRecord): ApplyOutcome {
   if (record.decodeError !== undefined) return { ok: false, reason: record.decodeError };
   const ref = parseEventSubject(record.subject);
   if (!ref) return { ok: false, reason: `not an event subject: ${JSON.stringify(record.subject)}` };
-  const decoded = decodeEvent(record.type, record.data, record.time, record.v);
-  if (!decoded.ok) return { ok: false, reason: decoded.error.message };
+  let event: SonarEvent;
+  if (record.validated === true) {
+    event = { type: record.type, data: record.data, time: record.time } as SonarEvent;
+  } else {
+    const decoded = decodeEvent(record.type, record.data, record.time, record.v);
+    if (!decoded.ok) return { ok: false, reason: decoded.error.message };
+    event = decoded.value;
+  }
   try {
-    return applyDecoded(p, ref, decoded.value, record.seq);
+    return applyDecoded(p, ref, event, record.seq);
   } catch (err: unknown) {
     if (err instanceof IllegalTransitionError) return { ok: false, reason: err.message };
     throw err;

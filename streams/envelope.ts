@@ -10,11 +10,12 @@ export interface Envelope {
   data: unknown;
 }
 
-const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
 export function encodeEnvelope(e: { id: string; type: string; data: unknown }): Uint8Array {
-  return encoder.encode(JSON.stringify({ id: e.id, type: e.type, v: EVENT_VERSION, data: e.data }));
+  // Buffer.from, not TextEncoder: small buffers come from Node's pool instead of an
+  // ArrayBuffer each, about half the cost per event on the bulk write path (bench/submit.ts).
+  return Buffer.from(JSON.stringify({ id: e.id, type: e.type, v: EVENT_VERSION, data: e.data }));
 }
 
 /**

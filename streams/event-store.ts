@@ -7,9 +7,11 @@ import {
 } from '@nats-io/jetstream';
 import type { JetStreamClient, JetStreamManager, JsMsg, PubAck } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
+import { EVENT_VERSION } from '../actors/events.js';
 import type { EventRecord } from '../actors/projection.js';
 import { decodeEnvelope, encodeEnvelope } from './envelope.js';
 import { ConcurrencyError } from './errors.js';
+import { publishPipelined } from './pipelined-publish.js';
 import type { Names } from './names.js';
 
 /** An event to append: the id becomes the `Nats-Msg-Id`, so a retried append is stored once. */
@@ -28,6 +30,18 @@ export interface AppendOptions {
   expectedSeq?: number;
 }
 
+/** One entry of `appendMany`. */
+export interface AppendItem {
+  subject: string;
+  event: NewEvent;
+  expectedSeq?: number;
+  /**
+   * `encodeEnvelope(event)`, when the caller encoded it already (to know its own write by
+   * its bytes when the stream delivers it back).
+   */
+  payload?: Uint8Array;
+}
+
 export interface Appended {
   seq: number;
   /** True when the server had already stored this event id (inside the dedupe window). */
@@ -43,6 +57,12 @@ export interface ReadOptions {
   fromTime?: string;
   /** Only events appended from now on; `follow` only. */
   onlyNew?: boolean;
+  /**
+   * `followEach` only: gives back the event a payload was encoded from, when the caller wrote
+   * these very bytes itself after validating the event. The record then carries that event
+   * (`validated`) and is neither parsed nor validated again.
+   */
+  recognize?: (subject: string, payload: Uint8Array) => NewEvent | undefined;
 }
 
 let lastMs = -1;
@@ -59,10 +79,23 @@ function isoOf(nanos: number): string {
 }
 
 /** Turns one stream message into the record replay folds (the server's timestamp as `time`). */
-export function recordOf(m: JsMsg): EventRecord {
+export function recordOf(m: JsMsg, recognize?: ReadOptions['recognize']): EventRecord {
   // Hot on replay: read the delivery info once, build the record in one literal.
   const info = m.info;
   const time = isoOf(info.timestampNanos);
+  const own = recognize?.(m.subject, m.data);
+  if (own) {
+    return {
+      seq: info.streamSequence,
+      subject: m.subject,
+      time,
+      type: own.type,
+      data: own.data,
+      v: EVENT_VERSION,
+      id: own.id,
+      validated: true,
+    };
+  }
   const decoded = decodeEnvelope(m.data);
   if (!decoded.ok) {
     return {
@@ -117,42 +150,40 @@ export class EventStore {
           : { expect: { lastSubjectSequence: opts.expectedSeq } }),
       });
     } catch (err: unknown) {
-      if (
-        err instanceof JetStreamApiError &&
-        err.code === JetStreamApiCodes.StreamWrongLastSequence
-      ) {
-        throw new ConcurrencyError(subject, opts.expectedSeq ?? -1, { cause: err });
-      }
-      throw err;
+      throw concurrencyErrorOf(err, subject, opts.expectedSeq);
     }
     return { seq: ack.seq, duplicate: ack.duplicate };
   }
 
   /**
    * Appends to many aggregates at once, pipelined: up to `window` publishes in flight on the
-   * one connection instead of a round trip each. Results are in input order; a failed append
-   * is a rejected entry, and the others still land.
+   * one connection instead of a round trip each (streams/pipelined-publish.ts: the same
+   * headers as `append`, without a nats.js request per event). Results are in input order; a
+   * failed append is a rejected entry (a stale `expectedSeq` is a ConcurrencyError), and the
+   * others still land.
    */
   async appendMany(
-    items: { subject: string; event: NewEvent; expectedSeq?: number }[],
+    items: readonly AppendItem[],
     window = 512,
   ): Promise<PromiseSettledResult<Appended>[]> {
-    const results = new Array<PromiseSettledResult<Appended>>(items.length);
-    let next = 0;
-    const lane = async (): Promise<void> => {
-      while (next < items.length) {
-        const i = next++;
-        const it = items[i]!;
-        try {
-          const value = await this.append(it.subject, it.event, { expectedSeq: it.expectedSeq });
-          results[i] = { status: 'fulfilled', value };
-        } catch (reason: unknown) {
-          results[i] = { status: 'rejected', reason };
-        }
-      }
-    };
-    await Promise.all(Array.from({ length: Math.min(window, items.length) }, lane));
-    return results;
+    const acks = await publishPipelined(
+      this.nc,
+      items.map((it) => ({
+        subject: it.subject,
+        payload: it.payload ?? encodeEnvelope(it.event),
+        msgId: it.event.id,
+        ...(it.expectedSeq !== undefined && { expectedLastSubjectSeq: it.expectedSeq }),
+      })),
+      { window, timeoutMs: this.js.getOptions().timeout ?? DEFAULT_TIMEOUT_MS },
+    );
+    return acks.map((r, i) => {
+      if (r.status === 'fulfilled') return r;
+      const it = items[i]!;
+      return {
+        status: 'rejected',
+        reason: concurrencyErrorOf(r.reason, it.subject, it.expectedSeq),
+      };
+    });
   }
 
   /** The stream sequence of the subject's last event, 0 when it has none. */
@@ -228,8 +259,35 @@ export class EventStore {
   }
 
   /**
+   * Follows the stream live from `fromSeq` (or `fromTime`), calling `onRecord` for each event
+   * as it arrives, until `close()`. `closed` resolves then, or with the error that stopped
+   * it (an `onRecord` that threw). The projection loop's way in: a callback costs no promise
+   * turns per event, where an async iterator costs a few.
+   */
+  async followEach(
+    onRecord: (r: EventRecord) => void,
+    opts: ReadOptions = {},
+  ): Promise<{ close: () => Promise<void>; closed: Promise<void | Error> }> {
+    const consumer = await this.js.consumers.get(this.names.streams.events, {
+      filter_subjects: opts.filter ?? this.names.subjects.eventsAll,
+      ...startOf(opts),
+    });
+    const { recognize } = opts;
+    const messages = await consumer.consume({
+      max_messages: 4096,
+      callback: (m) => onRecord(recordOf(m, recognize)),
+    });
+    return {
+      close: async () => {
+        await messages.close();
+      },
+      closed: messages.closed(),
+    };
+  }
+
+  /**
    * Follows the stream live from `fromSeq` (or `fromTime`): an async iterator that never ends
-   * until `close()`. Used by the projection loop and `sonar tail`.
+   * until `close()`. Used by `sonar tail`.
    */
   async follow(opts: ReadOptions = {}): Promise<{
     records: AsyncIterable<EventRecord>;
@@ -250,6 +308,17 @@ export class EventStore {
       },
     };
   }
+}
+
+/** The client's request timeout when none is configured (nats.js's default). */
+const DEFAULT_TIMEOUT_MS = 5_000;
+
+/** JetStream's err 10071 (wrong last sequence) as ConcurrencyError; any other error as is. */
+function concurrencyErrorOf(err: unknown, subject: string, expectedSeq: number | undefined) {
+  if (err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamWrongLastSequence) {
+    return new ConcurrencyError(subject, expectedSeq ?? -1, { cause: err });
+  }
+  return err;
 }
 
 function startOf(opts: ReadOptions) {

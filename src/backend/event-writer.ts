@@ -3,7 +3,8 @@ import type { Projection } from '../../actors/projection.js';
 import { decodeEvent, parseEventSubject } from '../../actors/events.js';
 import type { SonarEvent } from '../../actors/events.js';
 import { ValidationError } from '../../actors/errors.js';
-import type { EventStore } from '../../streams/event-store.js';
+import { encodeEnvelope } from '../../streams/envelope.js';
+import type { AppendItem, EventStore } from '../../streams/event-store.js';
 import { ConcurrencyError } from '../../streams/errors.js';
 import { newId } from '../ids.js';
 import type { ProjectionLoop } from './projection-loop.js';
@@ -64,24 +65,37 @@ export class EventWriter {
 
   /**
    * Judges and appends many events to distinct aggregates, pipelined, without waiting on the
-   * loop for each: for bulk writes (submit). Refused events are reported, not written.
+   * loop for each: for bulk writes (submit). Refused events are reported, not written. Each
+   * payload is registered in the loop's OwnWrites, so the loop applies the event judged here
+   * instead of parsing and validating it again when the stream delivers it back.
    */
   async writeMany(cmds: Command[]): Promise<PromiseSettledResult<Written>[]> {
-    const judged = cmds.map((cmd) => this.judge(cmd));
-    const results = await this.store.appendMany(
-      judged.map(({ cmd, event, seq }) => ({
+    const own = this.loop.ownWrites;
+    // Every event is judged before any is appended: one refusal throws for the whole batch.
+    const items = cmds.map((cmd): AppendItem => {
+      const { event, seq } = this.judge(cmd);
+      const stored = { id: cmd.id ?? newId(), type: event.type, data: event.data };
+      return {
         subject: cmd.subject,
-        event: { id: cmd.id ?? newId(), type: event.type, data: event.data },
+        event: stored,
         expectedSeq: seq,
-      })),
-    );
-    const last = Math.max(0, ...results.map((r) => (r.status === 'fulfilled' ? r.value.seq : 0)));
-    await this.loop.waitFor(last);
-    return results.map((r) =>
-      r.status === 'fulfilled'
-        ? { status: 'fulfilled', value: r.value }
-        : { status: 'rejected', reason: r.reason as unknown },
-    );
+        payload: encodeEnvelope(stored),
+      };
+    });
+    // Registered before publishing: the loop may see an event before its ack comes back.
+    for (const it of items) own.expect(it.subject, it.payload!, it.event);
+    let last = 0;
+    try {
+      const results = await this.store.appendMany(items);
+      for (const r of results) {
+        if (r.status === 'fulfilled' && r.value.seq > last) last = r.value.seq;
+      }
+      await this.loop.waitFor(last);
+      return results;
+    } finally {
+      // Applied by now, or never delivered (refused, duplicate, timed out): drop what is left.
+      for (const it of items) own.forget(it.subject, it.payload!);
+    }
   }
 
   private judge(cmd: Command) {

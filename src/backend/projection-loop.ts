@@ -3,6 +3,7 @@ import type { Applied, EventRecord, Projection } from '../../actors/projection.j
 import { parseEventSubject } from '../../actors/events.js';
 import type { EventStore } from '../../streams/event-store.js';
 import type { Logger } from '../log.js';
+import { OwnWrites } from './own-writes.js';
 
 export type AppliedListener = (applied: Applied, record: EventRecord) => void;
 
@@ -13,6 +14,8 @@ export type AppliedListener = (applied: Applied, record: EventRecord) => void;
  */
 export class ProjectionLoop {
   readonly projection: Projection = createProjection();
+  /** What this process's writer is appending: applied without a second decode (own-writes.ts). */
+  readonly ownWrites = new OwnWrites();
   /** Stream sequence of the last record this loop has applied (or skipped). */
   position = 0;
   private waiters: { seq: number; resolve: () => void }[] = [];
@@ -60,12 +63,13 @@ export class ProjectionLoop {
       ...(from && { snapshotSeq: from.header.seq, tail: this.position - from.header.seq }),
       ms: Math.round(performance.now() - started),
     });
-    const { records, close } = await this.store.follow({ fromSeq: this.position + 1 });
+    const { close, closed } = await this.store.followEach((r) => this.apply(r, true), {
+      fromSeq: this.position + 1,
+      recognize: (subject, payload) => this.ownWrites.recognize(subject, payload),
+    });
     this.closer = close;
-    this.done = (async () => {
-      for await (const r of records) this.apply(r, true);
-    })().catch((err: unknown) => {
-      this.log.error('projection loop stopped', { err });
+    this.done = closed.then((err) => {
+      if (err) this.log.error('projection loop stopped', { err });
     });
   }
 
