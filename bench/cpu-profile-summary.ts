@@ -20,13 +20,19 @@ interface Profile {
 }
 
 /** A coarse owner of a frame: `@nats-io/nats-core`, `src/backend`, `node:internal`, `(gc)`. */
+const OUR_FOLDERS = new Set(['actors', 'streams', 'src', 'bench', 'test']);
+
 function areaOf(url: string, name: string): string {
   if (url === '') return name.startsWith('(') ? name : '(native)';
   const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url);
   if (pkg) return pkg[1]!;
   if (url.startsWith('node:')) return 'node:internal';
-  const ours = /\/work\/[^/]+\/[^/]+\/((?:actors|streams|src|bench|test)(?:\/[^/]+)?)\//.exec(url);
-  return ours ? ours[1]! : url.replace(/^file:\/\//, '');
+  // Ours, wherever the checkout lives: the last of our top folders in the path, plus the
+  // folder below it when there is one (src/backend, actors/reconciler, streams).
+  const parts = url.split('/');
+  const top = parts.findLastIndex((p, i) => OUR_FOLDERS.has(p) && i < parts.length - 1);
+  if (top < 0) return url.replace(/^file:\/\//, '');
+  return top + 2 < parts.length ? `${parts[top]}/${parts[top + 1]}` : parts[top]!;
 }
 
 export function summarize(p: Profile, top = 25) {
