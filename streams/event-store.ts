@@ -275,6 +275,10 @@ export class EventStore {
     const { recognize } = opts;
     const messages = await consumer.consume({
       max_messages: 4096,
+      // Pull requests expire after 5 s (heartbeats every 2.5 s) instead of 30 s: an ordered
+      // consumer lost with a restarted server is noticed by its missed heartbeats, and until
+      // then this backend's projection, and every request that syncs with it, stands still.
+      expires: FOLLOW_EXPIRES_MS,
       callback: (m) => onRecord(recordOf(m, recognize)),
     });
     return {
@@ -297,7 +301,7 @@ export class EventStore {
       filter_subjects: opts.filter ?? this.names.subjects.eventsAll,
       ...startOf(opts),
     });
-    const messages = await consumer.consume({ max_messages: 4096 });
+    const messages = await consumer.consume({ max_messages: 4096, expires: FOLLOW_EXPIRES_MS });
     async function* records(): AsyncIterable<EventRecord> {
       for await (const m of messages) yield recordOf(m);
     }
@@ -309,6 +313,9 @@ export class EventStore {
     };
   }
 }
+
+/** See followEach. */
+const FOLLOW_EXPIRES_MS = 5_000;
 
 /** The client's request timeout when none is configured (nats.js's default). */
 const DEFAULT_TIMEOUT_MS = 5_000;
