@@ -1,6 +1,7 @@
 import type { KV } from '@nats-io/kv';
 import { ErrorCode, SonarError } from '../../actors/errors.js';
 import { isWrongLastSequence } from '../../streams/errors.js';
+import { settleWithin } from '../grace.js';
 import type { Logger } from '../log.js';
 import type { RegistryEntry } from '../protocol.js';
 
@@ -73,7 +74,19 @@ export class Pulse {
         await this.reconcile(entry.workerId, value);
       }
     };
-    this.last = this.last.then(put, put);
+    // Bounded: the puts run one after another, so one that never settled (seen once in the
+    // cluster chaos scenario while a node died) would hold every later pulse, and the worker
+    // would never learn that its key expired. A pulse later than two intervals is moot anyway.
+    const boundMs = Math.max(1_000, 2 * this.intervalMs);
+    const bounded = async (): Promise<void> => {
+      const work = put();
+      if ((await settleWithin(work, boundMs)) === 'timeout') {
+        work.catch(() => {});
+        throw new Error(`pulse not answered within ${boundMs} ms`);
+      }
+      await work;
+    };
+    this.last = this.last.then(bounded, bounded);
     return this.last;
   }
 

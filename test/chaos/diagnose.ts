@@ -44,7 +44,14 @@ export async function diagnose(w: ChaosWorld, runId: string): Promise<string> {
       });
     }
   }
-  await safely('open tasks', () => openTasks(w));
+  // The first 20: a stalled run can leave hundreds Pending, and they all look alike.
+  await safely('open tasks (first 20)', async () => (await openTasks(w)).slice(0, 20));
+  await safely('workers registry', async () => {
+    const kv = await new Kvm(w.nc).open(w.n.buckets.workers);
+    const keys: string[] = [];
+    for await (const k of await kv.keys()) keys.push(k);
+    return keys;
+  });
   const procs = [...w.backends.map((b) => b.proc), ...w.workers];
   for (const p of procs) {
     const noisy = logLines(p)
