@@ -59,13 +59,15 @@ describe('chaos: a 3-node cluster, SONAR_REPLICAS=3, the streams leader SIGKILLe
       at: Date.now(),
     };
     await cluster.killNode(index);
-    // A new leader is elected among the two left (a quorum of 2 of 3).
+    // A new leader is elected among the two left (a quorum of 2 of 3). On the shared 2-core
+    // machine nats-server 2.9 once took over 30 s for it: that is the server's election, not
+    // Sonar, so the wait is generous (the run itself must still end).
     await eventually(
       async () => {
         const now = (await jsm.streams.info(w.n.streams.events)).cluster?.leader;
         return now !== undefined && now !== leader;
       },
-      { timeoutMs: 30_000, intervalMs: 200, message: 'a new stream leader' },
+      { timeoutMs: 90_000, intervalMs: 500, message: 'a new stream leader' },
     );
     // The node stays down while the run goes on, for at most DOWN_MS: a backend whose
     // projection consumer lived on the dead node cannot follow the log until it returns
