@@ -3,6 +3,7 @@ import type { LiveWorker } from '../../actors/reconciler/fleet.js';
 import type { Logger } from '../log.js';
 import { signalMetric } from '../metrics.js';
 import type { Component } from './backend.js';
+import { workersInService } from './registry.js';
 import type { BackendContext } from './context.js';
 import { DecisionWriter } from './decision-writer.js';
 import { dispatchTask } from './dispatch.js';
@@ -258,7 +259,7 @@ export class ReconcilerLoop implements Component {
   }
 
   private async readRegistry(): Promise<LiveWorker[]> {
-    const entries = await this.ctx.registry.live();
+    const entries = await this.ctx.registry.live(workersInService(this.ctx.loop.projection));
     const readAt = this.monotonic();
     this.registry = { entries, readAt };
     if (this.watching?.term !== this.term) this.watching = { term: this.term, since: readAt };

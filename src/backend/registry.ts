@@ -1,6 +1,7 @@
 import type { KV } from '@nats-io/kv';
 import { Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
+import type { Projection } from '../../actors/projection.js';
 import type { Names } from '../../streams/names.js';
 import { registryEntrySchema } from '../protocol.js';
 import type { RegistryEntry } from '../protocol.js';
@@ -28,48 +29,56 @@ export class Registry {
    * Rejects after `timeoutMs` rather than hang: the key listing rides an ordered consumer,
    * and a listing that never ends would stall the reconciler for good (a partial list is
    * never returned: a missing key would read as a dead worker).
+   *
+   * `expected` (the workers the log says are Active or Draining) are read one by one when
+   * the listing missed them: a key is declared gone only when a direct read of it, answered
+   * by the stream leader, finds nothing too. In the cluster chaos scenario a listing made
+   * while a node rejoined came back without any key, and six live workers were declared Lost.
    */
-  async live(timeoutMs = 10_000): Promise<LiveEntry[]> {
-    const out: LiveEntry[] = [];
+  async live(expected: Iterable<string> = [], timeoutMs = 10_000): Promise<LiveEntry[]> {
     const keys = await this.kv.keys();
     const timer = setTimeout(
       () => keys.stop(new Error(`registry listing took more than ${timeoutMs} ms`)),
       timeoutMs,
     );
-    const pending: Promise<void>[] = [];
+    const listed = new Set<string>();
+    const reads: Promise<LiveEntry | null>[] = [];
     try {
-      await this.list(keys, pending, out);
+      for await (const key of keys) {
+        listed.add(key);
+        reads.push(this.read(key));
+      }
     } finally {
       clearTimeout(timer);
     }
-    await Promise.all(pending);
+    for (const id of expected) if (!listed.has(id)) reads.push(this.read(id));
+    const out = (await Promise.all(reads)).filter((e): e is LiveEntry => e !== null);
     out.sort((a, b) => (a.workerId < b.workerId ? -1 : a.workerId > b.workerId ? 1 : 0));
     return out;
   }
 
-  private async list(
-    keys: AsyncIterable<string>,
-    pending: Promise<void>[],
-    out: LiveEntry[],
-  ): Promise<void> {
-    for await (const key of keys) {
-      pending.push(
-        this.kv.get(key).then((e) => {
-          if (!e || e.operation !== 'PUT') return;
-          let raw: unknown;
-          try {
-            raw = e.json();
-          } catch {
-            return;
-          }
-          const parsed = registryEntrySchema.safeParse(raw);
-          if (parsed.success) out.push({ ...parsed.data, pulseAt: e.created.toISOString() });
-        }),
-      );
+  /** One key's entry, or null when it is gone, deleted or unreadable. */
+  private async read(key: string): Promise<LiveEntry | null> {
+    const e = await this.kv.get(key);
+    if (!e || e.operation !== 'PUT') return null;
+    let raw: unknown;
+    try {
+      raw = e.json();
+    } catch {
+      return null;
     }
+    const parsed = registryEntrySchema.safeParse(raw);
+    return parsed.success ? { ...parsed.data, pulseAt: e.created.toISOString() } : null;
   }
 
   async remove(workerId: string): Promise<void> {
     await this.kv.delete(workerId);
+  }
+}
+
+/** Workers the log says are Active or Draining: the registry must account for each. */
+export function* workersInService(p: Projection): Iterable<string> {
+  for (const [id, { snapshot }] of p.workers) {
+    if (snapshot.value === 'Active' || snapshot.value === 'Draining') yield id;
   }
 }

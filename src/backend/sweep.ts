@@ -5,6 +5,7 @@ import type { BackendContext } from './context.js';
 import { FailureLog } from './finalize-failures.js';
 import { reenqueueLostFinalizations } from './lost-finalizations.js';
 import { Poisoner } from './poison.js';
+import { workersInService } from './registry.js';
 import type { LiveEntry } from './registry.js';
 import { loseVanishedWorkers } from './sweep/lost-workers.js';
 import { deleteOrphanConsumers } from './sweep/orphan-consumers.js';
@@ -113,7 +114,7 @@ export class FullSweep {
     };
     let entries: LiveEntry[] = [];
     await attempt('registry', async () => {
-      entries = await ctx.registry.live();
+      entries = await ctx.registry.live(workersInService(ctx.loop.projection));
     });
     const registryRead = !r.failed.some((f) => f.repair === 'registry');
     // Without the registry every worker would look gone: those two repairs wait for next time.
