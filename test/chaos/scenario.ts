@@ -60,6 +60,11 @@ export const finalizingAgain =
     for (let i = from; i + burst - 1 < times.length; i++) {
       if (times[i + burst - 1]! - times[i]! <= 1_000) return times[i]!;
     }
+    // Fewer than a burst were left to finalize after the last stall (a fault late in the
+    // run): the first of them shows the pipeline moving again, or the fault itself when
+    // nothing was left at all.
+    const left = times.length - from;
+    if (next === Infinity && left < burst) return left === 0 ? at : times[from]!;
     return null;
   };
 
