@@ -36,7 +36,12 @@ export class Pulse {
   private timer: NodeJS.Timeout | null = null;
   private last: Promise<void> = Promise.resolve();
   private revision: number | null = null;
-  private vanished = false;
+  /** Set once the key vanished or was removed on purpose: no put or verdict after that. */
+  private closed = false;
+  /** Bumped by every put: a put abandoned at its bound that settles late changes nothing. */
+  private generation = 0;
+  /** A timer beat waits behind a slow one: skip the next rather than pile them up. */
+  private queued = false;
 
   constructor(
     private readonly kv: KV,
@@ -51,7 +56,13 @@ export class Pulse {
     if (this.timer) return; // started already: one loop of puts, never two
     await this.beat();
     this.timer = setInterval(() => {
-      void this.beat().catch((err: unknown) => this.log.warn('pulse failed', { err }));
+      if (this.queued) return;
+      this.queued = true;
+      void this.beat()
+        .catch((err: unknown) => this.log.warn('pulse failed', { err }))
+        .finally(() => {
+          this.queued = false;
+        });
     }, this.intervalMs);
     // A pulse alone never keeps the process alive.
     this.timer.unref();
@@ -59,27 +70,12 @@ export class Pulse {
 
   /** Puts the entry now (after a change such as `active: false`), in order with the others. */
   beat(): Promise<void> {
-    const put = async (): Promise<void> => {
-      if (this.vanished) return;
-      const entry = this.entry();
-      const value = JSON.stringify({ ...entry, pulseAt: new Date().toISOString() });
-      if (this.revision === null) {
-        this.revision = await this.kv.put(entry.workerId, value);
-        return;
-      }
-      try {
-        this.revision = await this.kv.update(entry.workerId, value, this.revision);
-      } catch (err: unknown) {
-        if (!isWrongLastSequence(err)) throw err;
-        await this.reconcile(entry.workerId, value);
-      }
-    };
     // Bounded: the puts run one after another, so one that never settled (seen once in the
     // cluster chaos scenario while a node died) would hold every later pulse, and the worker
     // would never learn that its key expired. A pulse later than two intervals is moot anyway.
     const boundMs = Math.max(1_000, 2 * this.intervalMs);
     const bounded = async (): Promise<void> => {
-      const work = put();
+      const work = this.put(++this.generation);
       if ((await settleWithin(work, boundMs)) === 'timeout') {
         work.catch(() => {});
         throw new Error(`pulse not answered within ${boundMs} ms`);
@@ -90,18 +86,48 @@ export class Pulse {
     return this.last;
   }
 
-  /**
-   * A compare-and-set lost. Either a put whose reply we missed did land (the key holds a
-   * newer revision of ours: adopt it and put again), or the key is gone (expired, or deleted
-   * by the backend): the worker is fenced off for good.
-   */
-  private async reconcile(workerId: string, value: string): Promise<void> {
-    const now = await this.kv.get(workerId);
-    if (now !== null && now.operation === 'PUT') {
-      this.revision = await this.kv.update(workerId, value, now.revision);
+  /** Whether put number `gen` still speaks for the worker (not closed, not overtaken). */
+  private current(gen: number): boolean {
+    return !this.closed && gen === this.generation;
+  }
+
+  private async put(gen: number): Promise<void> {
+    if (!this.current(gen)) return;
+    const workerId = this.entry().workerId;
+    if (this.revision === null) {
+      const revision = await this.kv.put(workerId, this.value());
+      if (this.current(gen)) this.revision = revision;
       return;
     }
-    this.vanished = true;
+    try {
+      const revision = await this.kv.update(workerId, this.value(), this.revision);
+      if (this.current(gen)) this.revision = revision;
+    } catch (err: unknown) {
+      if (!isWrongLastSequence(err)) throw err;
+      if (this.current(gen)) await this.reconcile(workerId, gen);
+    }
+  }
+
+  /** The entry as it is now, stamped now. */
+  private value(): string {
+    return JSON.stringify({ ...this.entry(), pulseAt: new Date().toISOString() });
+  }
+
+  /**
+   * A compare-and-set lost. Either a put whose reply we missed did land (the key holds a
+   * newer revision of ours: adopt it and put again, with the entry as it is now), or the key
+   * is gone (expired, or deleted by the backend): the worker is fenced off for good. The read
+   * is answered by the bucket's stream leader (the bucket is opened without direct gets).
+   */
+  private async reconcile(workerId: string, gen: number): Promise<void> {
+    const now = await this.kv.get(workerId);
+    if (!this.current(gen)) return;
+    if (now !== null && now.operation === 'PUT') {
+      const revision = await this.kv.update(workerId, this.value(), now.revision);
+      if (this.current(gen)) this.revision = revision;
+      return;
+    }
+    this.closed = true;
     this.stop();
     this.onVanished(new KeyVanishedError(workerId));
   }
@@ -116,6 +142,8 @@ export class Pulse {
   async remove(): Promise<void> {
     this.stop();
     await this.last.catch(() => {});
+    // Closed first: a late put that then sees the delete marker is not a vanished key.
+    this.closed = true;
     await this.kv.delete(this.entry().workerId);
   }
 }
