@@ -50,7 +50,7 @@ beforeAll(async () => {
   await writeFile(join(dir, 'events.jsonl'), `${jsonl(events).join('\n')}\n`);
   await writeFile(
     join(dir, 'live.json'),
-    JSON.stringify([entry('w1', { slots: 3, pulseAt: at(11 * 60) })]),
+    JSON.stringify([entry('w1', { slots: 3, pulseAt: at(11 * 60), running: [] })]),
   );
 });
 
