@@ -26,6 +26,13 @@ import type { Snap } from '../../actors/transitioner.js';
  */
 export const SNAPSHOT_FORMAT = 2;
 
+/**
+ * Formats this build still reads. Format 1 differs only in its stepIndex row (the order map
+ * as `[[taskKey, order]...]`): an upgrade after retention purged events must still read the
+ * snapshot that holds them.
+ */
+export const READABLE_FORMATS: readonly number[] = [1, 2];
+
 export interface SnapshotHeader {
   format: 'sonar-projection';
   version: number;
@@ -272,7 +279,7 @@ export class SnapshotDecoder {
     if (typeof h !== 'object' || h === null || h.format !== 'sonar-projection') {
       throw corrupt('no header');
     }
-    if (h.version !== SNAPSHOT_FORMAT) {
+    if (typeof h.version !== 'number' || !READABLE_FORMATS.includes(h.version)) {
       throw new SnapshotUnusableError(
         'old-version',
         `snapshot format ${String(h.version)} is not ${SNAPSHOT_FORMAT}`,
@@ -317,6 +324,19 @@ export class SnapshotDecoder {
       case 'stepIndex': {
         if (typeof a !== 'string' || typeof b !== 'object' || b === null) {
           throw corrupt('a stepIndex row is malformed');
+        }
+        if (this.header?.version === 1) {
+          // Format 1: [tag, key, counts, [[taskKey, order]...], fresh, returned, tags].
+          if (!isStringArray(d) || !isStringArray(e))
+            throw corrupt('a stepIndex queue is malformed');
+          p.stepIndex.set(a, {
+            counts: b as Record<TaskState, number>,
+            order: new Map(entriesOf(c, isNumber)),
+            fresh: new Set(d),
+            returned: new Set(e),
+            pendingTags: new Map(entriesOf(f, isNumber)),
+          });
+          return;
         }
         if (
           !isStringArray(c) ||

@@ -47,6 +47,7 @@ import type { Names } from '../../streams/names.js';
 import type { Logger } from '../log.js';
 import type { ProjectionLoop } from './projection-loop.js';
 import {
+  READABLE_FORMATS,
   SNAPSHOT_FORMAT,
   SnapshotDecoder,
   SnapshotUnusableError,
@@ -351,7 +352,7 @@ export async function loadSnapshot(
     if (stream.state.messages === 0 && !purged) return null; // a fresh stream: nothing to miss
     return unusable('none stored');
   }
-  if (stored.format !== SNAPSHOT_FORMAT) {
+  if (!READABLE_FORMATS.includes(stored.format)) {
     return unusable(
       `written by another version (snapshot format ${stored.format}, this build reads ${SNAPSHOT_FORMAT})`,
       { format: stored.format },

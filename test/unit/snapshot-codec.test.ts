@@ -139,6 +139,32 @@ describe('snapshot codec', () => {
     expect(dumpProjection(decode(text).projection)).toStrictEqual(expected);
   });
 
+  it('reads format 1 (the stepIndex order as [key, order] pairs): an upgrade keeps purged runs', () => {
+    const p = replay(mixedLog(30)).projection;
+    const v1 = encode(p)
+      .split('\n')
+      .map((line, i) => {
+        if (line === '') return line;
+        const row: unknown = JSON.parse(line);
+        if (i === 0) return JSON.stringify({ ...(row as object), version: 1 });
+        const r = row as unknown[];
+        if (r[0] !== 'stepIndex') return line;
+        const [tag, key, counts, keys, orders, ...rest] = r as [
+          unknown,
+          unknown,
+          unknown,
+          string[],
+          number[],
+          ...unknown[],
+        ];
+        return JSON.stringify([tag, key, counts, keys.map((k, j) => [k, orders[j]]), ...rest]);
+      })
+      .join('\n');
+    expect(v1).toContain('"version":1');
+    expect(v1).toMatch(/\["stepIndex","[^"]+",\{[^}]*\},\[\["/); // pairs, as format 1 wrote them
+    expect(dumpProjection(decode(v1).projection)).toStrictEqual(dumpProjection(p));
+  });
+
   describe('refuses, never returns part of a projection', () => {
     const text = encode(replay(mixedLog(10)).projection);
     const reasonOf = (fn: () => unknown) => {
