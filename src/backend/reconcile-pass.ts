@@ -10,6 +10,7 @@ import { vanishedWorkers } from '../../actors/reconciler/vanished-workers.js';
 import { ensureDispatchConsumer } from '../../streams/provision.js';
 import type { SonarConfig } from '../config.js';
 import type { Logger } from '../log.js';
+import { fenceOff } from './sweep/lost-workers.js';
 import type { BackendContext } from './context.js';
 import type { DecisionOutcome, DecisionWriter } from './decision-writer.js';
 import { inParallel } from './in-parallel.js';
@@ -202,6 +203,7 @@ export class ReconcilePass {
     await this.writeAll(events, summary, (e) => {
       summary.lostWorkers++;
       this.deps.log.warn('worker lost: its registry key expired', { workerId: e.ref.key });
+      if (e.type === 'WorkerLost') void fenceOff(this.ctx, e.ref.key);
     });
     // Forget the workers that are gone for good (Left or Lost), so churn does not pile up.
     for (const workerId of this.lastPulse.keys()) {

@@ -25,7 +25,19 @@ export async function loseVanishedWorkers(
   const writer = new DecisionWriter(ctx.store, ctx.loop, ctx.names);
   const lost: string[] = [];
   for (const e of events) {
-    if ((await writer.write(e)) === 'written') lost.push(e.ref.key);
+    if ((await writer.write(e)) !== 'written') continue;
+    lost.push(e.ref.key);
+    await fenceOff(ctx, e.ref.key);
   }
   return lost;
+}
+
+/**
+ * Deletes a worker's registry key once it is declared Lost (best effort). Its key was gone
+ * when judged; should it be back (a listing that missed it, a stalled worker whose pulse
+ * landed just after), the worker's next compare-and-set pulse fails on the delete and it
+ * exits (DESIGN.md section 4), instead of pulsing on, Lost and never told.
+ */
+export async function fenceOff(ctx: BackendContext, workerId: string): Promise<void> {
+  await ctx.registry.remove(workerId).catch(() => {});
 }
