@@ -95,7 +95,13 @@ const shortEnv = (url: string, prefix: string): Record<string, string> => ({
 describe('recovery with real processes', () => {
   it('a leader SIGKILLed mid-run is replaced by the standby, and the run completes', async () => {
     const prefix = freshPrefix();
-    const env = shortEnv(server.url, prefix);
+    // The leader is the fault here, not the workers: a pulse TTL that a loaded CI machine
+    // cannot miss, or a stalled worker is (rightly) fenced off and, unsupervised, the run stalls.
+    const env = {
+      ...shortEnv(server.url, prefix),
+      SONAR_PULSE_INTERVAL: '500ms',
+      SONAR_PULSE_TTL: '5s',
+    };
     const a = await spawnBackend(env);
     const b = await spawnBackend(env);
     const view = await watch(prefix);
@@ -129,7 +135,7 @@ describe('recovery with real processes', () => {
       timeoutMs: 60_000,
       message: 'the run succeeded',
     });
-  });
+  }, 150_000);
 
   it('a worker SIGKILLed mid-task: the task completes elsewhere on a new attempt; the old one is refused', async () => {
     const env = {
