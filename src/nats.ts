@@ -11,22 +11,51 @@ export type ConnectSettings = Pick<
 >;
 
 /**
+ * How a connection lives through an outage.
+ * - `long-lived` (backends, workers, supervisors, `sonar dev`, following CLI verbs):
+ *   reconnects forever, a dial every 1-2 s (a fixed wait with random jitter, so a fleet
+ *   does not dial in step). An outage is waited out, never turned into an exit: a closed
+ *   connection then means the server refused us for good (an authorization error).
+ * - `one-shot` (CLI verbs that ask once and print): no reconnect; a lost connection fails
+ *   the verb at once with one line.
+ */
+export type ConnectionLife = 'long-lived' | 'one-shot';
+
+/** The dial wait during an outage; each dial adds up to the same again as random jitter. */
+export const RECONNECT_WAIT_MS = 1_000;
+
+/** The nats.js options for each {@link ConnectionLife}. */
+export function reconnectPolicy(life: ConnectionLife): Partial<ConnectionOptions> {
+  return life === 'long-lived'
+    ? {
+        maxReconnectAttempts: -1,
+        reconnectTimeWait: RECONNECT_WAIT_MS,
+        reconnectJitter: RECONNECT_WAIT_MS,
+        reconnectJitterTLS: RECONNECT_WAIT_MS,
+      }
+    : { reconnect: false };
+}
+
+/**
  * Connects to NATS with the configured credentials. An unreachable server is a SonarError
  * with code `unavailable` and a one-line message naming the URL, never a stack trace.
+ * Long-lived unless `extra` says otherwise (see {@link ConnectionLife}).
  */
 export async function connectNats(
   settings: ConnectSettings,
-  extra: Partial<ConnectionOptions> = {},
+  extra: Partial<ConnectionOptions> & { life?: ConnectionLife } = {},
 ): Promise<NatsConnection> {
+  const { life = 'long-lived', ...rest } = extra;
   const opts: ConnectionOptions = {
     servers: settings.natsUrl.split(',').map((s) => s.trim()),
     timeout: 3_000,
     name: 'sonar',
     // nats.js builds an Error with a captured stack for every request, to give async stack
-    // traces on failure: ~30% of the backend's CPU per publish on the submit path
+    // traces on failure: a large share of the backend's CPU per publish on the submit path
     // (bench/submit.ts). Errors still carry their message and code.
     noAsyncTraces: true,
-    ...extra,
+    ...reconnectPolicy(life),
+    ...rest,
   };
   if (settings.natsCreds) {
     opts.authenticator = credsAuthenticator(await readFile(settings.natsCreds));

@@ -46,6 +46,8 @@ export class BackendMetrics {
   private readonly finalizeDepth: Gauge;
   private readonly leader: Gauge;
   private readonly position: Gauge;
+  private readonly connected: Gauge;
+  private readonly jetstream: Gauge;
 
   constructor(private readonly ctx: BackendContext) {
     const registers = [this.registry];
@@ -96,6 +98,30 @@ export class BackendMetrics {
       registers,
     });
     const sweeps = counter('sonar_sweeps_total', 'Full sweeps run by this backend');
+    // The connection's own counts, read on scrape (they keep counting while nobody scrapes).
+    const fromStats = (name: string, help: string, read: () => number) =>
+      new Counter({
+        name,
+        help,
+        registers,
+        collect() {
+          this.reset();
+          this.inc(read());
+        },
+      });
+    fromStats('sonar_nats_disconnects_total', 'Times the NATS connection was lost', () =>
+      ctx.contact.stats().disconnects,
+    );
+    fromStats('sonar_nats_reconnects_total', 'Times the NATS connection came back', () =>
+      ctx.contact.stats().reconnects,
+    );
+    fromStats(
+      'sonar_nats_disconnected_seconds_total',
+      'Time spent without a NATS connection, the current outage included',
+      () => ctx.contact.stats().disconnectedMs / 1000,
+    );
+    this.connected = gauge('sonar_nats_connected', '1 while connected to NATS');
+    this.jetstream = gauge('sonar_jetstream_answering', '1 while JetStream answers its probe');
     // Label children exist from the start, so a series reads 0 rather than being absent.
     for (const reason of ['publish-timeout', 'worker-lost', 'worker-released', 'operator']) {
       requeues.inc({ reason }, 0);
@@ -171,6 +197,11 @@ export class BackendMetrics {
     for (const [state, n] of Object.entries(workerCounts)) this.workers.set({ state }, n);
     this.leader.set(p.leader?.nodeId === ctx.nodeId ? 1 : 0);
     this.position.set(ctx.loop.position);
+    this.connected.set(ctx.contact.connection.connected ? 1 : 0);
+    this.jetstream.set(ctx.contact.inContact ? 1 : 0);
+    // Out of contact, the registry and the finalize queue cannot be read: the scrape still
+    // answers, with what this process knows (the connection metrics above all).
+    if (!ctx.contact.inContact) return;
 
     const [entries, depth] = await Promise.all([
       ctx.registry.live(),

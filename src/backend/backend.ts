@@ -16,8 +16,11 @@ import type { BackendContext } from './context.js';
 import { checkDurability } from './durability-check.js';
 import { EventWriter } from './event-writer.js';
 import { Deadline } from '../grace.js';
+import { Liveness } from './liveness.js';
 import { ProjectionLoop } from './projection-loop.js';
+import type { ProjectionStoppedError } from './projection-loop.js';
 import { Registry } from './registry.js';
+import { ServerContact } from './server-contact.js';
 import { loadSnapshot } from './snapshot.js';
 
 /** A long-lived part of the backend (reconciler loop, finalizer pool, http server...). */
@@ -85,6 +88,13 @@ export class Backend {
     await checkDurability(nc, jsm, n, { strictDurability: opts.strictDurability, log });
     const store = new EventStore(nc, n);
     const loop = new ProjectionLoop(store, log.child({ component: 'projection' }));
+    const contact = new ServerContact(nc, jsm, log.child({ component: 'contact' }));
+    contact.start();
+    const liveness = new Liveness();
+    liveness.register('connection', () =>
+      nc.isClosed() ? 'the NATS connection closed for good' : null,
+    );
+    liveness.register('projection', () => loop.stoppedWith?.message ?? null);
     const ctx: BackendContext = {
       config,
       names: n,
@@ -97,6 +107,8 @@ export class Backend {
       registry: await Registry.open(nc, n),
       outputs: await opts.parts.outputs(nc, config),
       log,
+      contact,
+      liveness,
       nodeId,
       now: opts.now ?? Date.now,
     };
@@ -121,6 +133,15 @@ export class Backend {
   stragglers: string[] = [];
 
   /**
+   * Settles with the error that makes this process useless, when one happens: its projection
+   * loop stopped on its own. Nothing it serves can be trusted after that; the process should
+   * exit, and its supervisor start it afresh from the snapshot (serve-until-signal.ts).
+   */
+  get fatal(): Promise<ProjectionStoppedError> {
+    return new Promise((resolve) => this.ctx.loop.onFailure(resolve));
+  }
+
+  /**
    * Stops taking requests, then stops the components in reverse order, then the projection
    * and the connection, all within one stop grace (SONAR_STOP_GRACE): each part gets the time
    * the ones before it left, and a part still working at the deadline is left running (and
@@ -142,6 +163,7 @@ export class Backend {
     await bounded('api', this.api.stop());
     for (const c of [...this.components].reverse()) await bounded(c.name, c.stop());
     await bounded('projection', this.ctx.loop.stop());
+    this.ctx.contact.stop();
     if (this.ownsConnection) {
       const drained = await deadline.settle(this.ctx.nc.drain());
       // Out of time: close without flushing; unacked work comes back after its lease.

@@ -6,8 +6,10 @@ import type { SonarConfig } from '../config.js';
 import type { Logger } from '../log.js';
 import type { OutputStore } from '../storage/output-store.js';
 import type { EventWriter } from './event-writer.js';
+import type { Liveness } from './liveness.js';
 import type { ProjectionLoop } from './projection-loop.js';
 import type { Registry } from './registry.js';
+import type { ServerContact } from './server-contact.js';
 
 /**
  * What every backend component is built from. One per backend process; components take it
@@ -25,6 +27,10 @@ export interface BackendContext {
   registry: Registry;
   outputs: OutputStore;
   log: Logger;
+  /** Whether the server answers, and since when without a break. */
+  contact: ServerContact;
+  /** The checks `/healthz` runs (src/backend/liveness.ts). */
+  liveness: Liveness;
   /** This backend's id (leader election, `by` fields): unique per process. */
   nodeId: string;
   /** The clock; tests and the simulation may replace it. */

@@ -1,11 +1,28 @@
 import { applyEvent, createProjection } from '../../actors/projection.js';
 import type { Applied, EventRecord, Projection } from '../../actors/projection.js';
+import { ErrorCode, SonarError } from '../../actors/errors.js';
 import { parseEventSubject } from '../../actors/events.js';
 import type { EventStore } from '../../streams/event-store.js';
 import type { Logger } from '../log.js';
 import { OwnWrites } from './own-writes.js';
 
 export type AppliedListener = (applied: Applied, record: EventRecord) => void;
+
+/**
+ * How long a writer waits for the loop to apply its own event before giving up with
+ * `unavailable`: a loop that stalls must not hold a request, a reconcile pass or a
+ * finalization forever (the leader would keep its lock and reconcile nothing).
+ */
+export const WAIT_BOUND_MS = 30_000;
+
+/** The followed loop stopped on its own (not by stop()): the process cannot go on. */
+export class ProjectionStoppedError extends SonarError {
+  override readonly name = 'ProjectionStoppedError';
+  constructor(cause: unknown) {
+    const why = cause instanceof Error ? cause.message : String(cause);
+    super(ErrorCode.Unavailable, `the projection loop stopped: ${why}`, {}, { cause });
+  }
+}
 
 /**
  * Keeps one process's projection live: replays the events stream to its end at start, then
@@ -18,12 +35,16 @@ export class ProjectionLoop {
   readonly ownWrites = new OwnWrites();
   /** Stream sequence of the last record this loop has applied (or skipped). */
   position = 0;
-  private waiters: { seq: number; resolve: () => void }[] = [];
+  private waiters: { seq: number; resolve: () => void; timer: NodeJS.Timeout }[] = [];
   private listeners: AppliedListener[] = [];
   private closer: (() => Promise<void>) | null = null;
   private done: Promise<void> | null = null;
   private skippedCount = 0;
   private stopped = false;
+  private caughtUpOnce = false;
+  private pendingInfo: (() => Promise<number>) | null = null;
+  private failure: ProjectionStoppedError | null = null;
+  private readonly failureListeners: ((err: ProjectionStoppedError) => void)[] = [];
 
   constructor(
     private readonly store: EventStore,
@@ -40,6 +61,32 @@ export class ProjectionLoop {
 
   get skipped(): number {
     return this.skippedCount;
+  }
+
+  /** The initial replay reached the stream's end, and the loop follows it. */
+  get caughtUp(): boolean {
+    return this.caughtUpOnce;
+  }
+
+  /** Why the followed loop stopped on its own; null while it runs (or after stop()). */
+  get stoppedWith(): ProjectionStoppedError | null {
+    return this.failure;
+  }
+
+  /** Calls `fn` once if the followed loop stops on its own. */
+  onFailure(fn: (err: ProjectionStoppedError) => void): void {
+    if (this.failure) fn(this.failure);
+    else this.failureListeners.push(fn);
+  }
+
+  /**
+   * Events stored after the last one this loop applied, as the server counts them for the
+   * loop's consumer (deleted messages are not counted, so a purged tail is no lag).
+   * @throws when the server does not answer.
+   */
+  async lag(): Promise<number> {
+    if (!this.pendingInfo) throw new Error('the projection loop is not following yet');
+    return this.pendingInfo();
   }
 
   /**
@@ -63,14 +110,31 @@ export class ProjectionLoop {
       ...(from && { snapshotSeq: from.header.seq, tail: this.position - from.header.seq }),
       ms: Math.round(performance.now() - started),
     });
-    const { close, closed } = await this.store.followEach((r) => this.apply(r, true), {
-      fromSeq: this.position + 1,
-      recognize: (subject, payload) => this.ownWrites.recognize(subject, payload),
-    });
+    const { close, closed, pending } = await this.store.followEach(
+      (r) => this.apply(r, true),
+      {
+        fromSeq: this.position + 1,
+        recognize: (subject, payload) => this.ownWrites.recognize(subject, payload),
+      },
+    );
     this.closer = close;
+    this.pendingInfo = pending;
+    this.caughtUpOnce = true;
     this.done = closed.then((err) => {
-      if (err) this.log.error('projection loop stopped', { err });
+      if (this.stopped) return;
+      this.fail(err ?? new Error('its consumer ended'));
     });
+  }
+
+  private fail(cause: unknown): void {
+    this.failure = new ProjectionStoppedError(cause);
+    this.log.error('projection loop stopped', { err: cause });
+    for (const w of this.waiters) {
+      clearTimeout(w.timer);
+      w.resolve();
+    }
+    this.waiters = [];
+    for (const fn of this.failureListeners.splice(0)) fn(this.failure);
   }
 
   private apply(r: EventRecord, live: boolean): void {
@@ -95,25 +159,45 @@ export class ProjectionLoop {
   private release(): void {
     const still: typeof this.waiters = [];
     for (const w of this.waiters) {
-      if (w.seq <= this.position) w.resolve();
-      else still.push(w);
+      if (w.seq <= this.position) {
+        clearTimeout(w.timer);
+        w.resolve();
+      } else still.push(w);
     }
     this.waiters = still;
   }
 
-  /** Resolves once the loop has applied stream sequence `seq` (read-your-writes). */
-  waitFor(seq: number): Promise<void> {
+  /**
+   * Resolves once the loop has applied stream sequence `seq` (read-your-writes).
+   * @throws SonarError `unavailable` when it has not within `timeoutMs`.
+   */
+  waitFor(seq: number, timeoutMs = WAIT_BOUND_MS): Promise<void> {
     // Once stopped nothing more is applied: a writer left running past a bounded stop (a
     // straggler) must not wait forever, as the waiters at stop time do not.
-    if (seq <= this.position || this.stopped) return Promise.resolve();
-    return new Promise((resolve) => this.waiters.push({ seq, resolve }));
+    if (seq <= this.position || this.stopped || this.failure) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.waiters = this.waiters.filter((w) => w.timer !== timer);
+        reject(
+          new SonarError(
+            ErrorCode.Unavailable,
+            `projection is behind: sequence ${seq} not applied after ${timeoutMs} ms (at ${this.position})`,
+            { seq, position: this.position },
+          ),
+        );
+      }, timeoutMs);
+      this.waiters.push({ seq, resolve, timer });
+    });
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
     await this.closer?.();
     await this.done;
-    for (const w of this.waiters) w.resolve();
+    for (const w of this.waiters) {
+      clearTimeout(w.timer);
+      w.resolve();
+    }
     this.waiters = [];
   }
 }

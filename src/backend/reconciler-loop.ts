@@ -45,6 +45,12 @@ export interface ReconcilerLoopOptions {
   monotonic?: () => number;
 }
 
+/**
+ * A pass still running after this long, while the server answers, is stuck: `/healthz`
+ * fails so that the process is restarted and another backend leads.
+ */
+const STUCK_PASS_MS = 120_000;
+
 /** Events that neither add placeable work nor free capacity nor settle anything. */
 const QUIET_EVENTS = new Set(['TaskPublished', 'TaskStarted', 'StepStarved', 'StepServed']);
 
@@ -84,6 +90,9 @@ export class ReconcilerLoop implements Component {
   private lastPassEndedAt = -Infinity;
   private lastPassMs = 0;
   private lastPassBusy = false;
+  /** When the pass now running started (monotonic); null between passes. */
+  private passStartedAt: number | null = null;
+  private unregisterLiveness: (() => void) | null = null;
   /** Leadership terms won by this process; the age floor restarts with each. */
   private term = 0;
   private watching: { term: number; since: number } | null = null;
@@ -134,8 +143,16 @@ export class ReconcilerLoop implements Component {
       if (ref.kind === 'worker' || ref.kind === 'system' || QUIET_EVENTS.has(event.type)) return;
       this.schedulePrompt();
     });
+    this.unregisterLiveness = ctx.liveness.register('reconciler', () => this.stuckPass());
     this.timer = setInterval(() => this.onTick(), ctx.config.tickMs);
     this.onTick();
+  }
+
+  /** A pass running for longer than it ever should while the server answers, or null. */
+  private stuckPass(): string | null {
+    if (this.passStartedAt === null || !this.ctx.contact.inContact) return null;
+    const ms = this.monotonic() - this.passStartedAt;
+    return ms > STUCK_PASS_MS ? `a reconcile pass has been running for ${Math.round(ms)} ms` : null;
   }
 
   async stop(): Promise<void> {
@@ -146,6 +163,8 @@ export class ReconcilerLoop implements Component {
     this.promptTimer = null;
     this.unsubscribe?.();
     this.unsubscribe = null;
+    this.unregisterLiveness?.();
+    this.unregisterLiveness = null;
     await this.stopping.track(
       (async () => {
         await this.renewing;
@@ -221,12 +240,14 @@ export class ReconcilerLoop implements Component {
       this.wantTick = false;
       this.wantPrompt = false;
       const started = this.monotonic();
+      this.passStartedAt = started;
       let summary: PassSummary | null = null;
       try {
         summary = await this.runPass(full);
       } catch (err: unknown) {
         this.log.error('reconcile pass failed', { err });
       }
+      this.passStartedAt = null;
       this.lastPassEndedAt = this.monotonic();
       this.lastPassMs = this.lastPassEndedAt - started;
       this.lastPassBusy =
@@ -259,7 +280,14 @@ export class ReconcilerLoop implements Component {
   }
 
   private async readRegistry(): Promise<LiveWorker[]> {
-    const entries = await this.ctx.registry.live(workersInService(this.ctx.loop.projection));
+    let entries: LiveWorker[];
+    try {
+      entries = await this.ctx.registry.live(workersInService(this.ctx.loop.projection));
+    } catch (err: unknown) {
+      // A registry that cannot be read is an outage to wait out, like a disconnect.
+      this.ctx.contact.noteFailure();
+      throw err;
+    }
     const readAt = this.monotonic();
     this.registry = { entries, readAt };
     if (this.watching?.term !== this.term) this.watching = { term: this.term, since: readAt };
@@ -269,11 +297,18 @@ export class ReconcilerLoop implements Component {
   /**
    * After a (re)start or a new term, no task is judged orphaned and no worker lost until the
    * registry has been watched for one full pulse TTL: every live worker has pulsed by then.
+   * The same holds after an outage (a disconnect, JetStream not answering, a registry read
+   * that failed): meanwhile no worker could pulse, and their keys expired through no fault
+   * of theirs; they put them back within a pulse interval of the server's return.
    */
   private ageFloorPassed(): boolean {
     const w = this.watching;
+    const ttl = this.ctx.config.pulseTtlMs;
     return (
-      w !== null && w.term === this.term && this.monotonic() - w.since >= this.ctx.config.pulseTtlMs
+      w !== null &&
+      w.term === this.term &&
+      this.monotonic() - w.since >= ttl &&
+      this.ctx.contact.steadyForMs() >= ttl
     );
   }
 }

@@ -15,15 +15,30 @@ export interface ServeOptions {
  * lets the process end. A part that was left running (a finalizer stuck in a slow sink
  * write) still holds timers and sockets that would keep Node alive: the process exits anyway,
  * and the job's lease brings it back to another backend. A second signal, or a stop that
- * overruns the grace (a hung connection), ends the process at once.
+ * overruns the grace (a hung connection), ends the process at once. A fatal error (the
+ * projection loop stopped) stops the backend the same way and exits 1.
  */
 export async function serveUntilSignal(backend: Backend, opts: ServeOptions): Promise<void> {
   const exit = opts.exit ?? ((code: number) => process.exit(code));
   const log = backend.ctx.log;
-  const signal = await new Promise<NodeJS.Signals>((resolve) => {
-    process.once('SIGTERM', () => resolve('SIGTERM'));
-    process.once('SIGINT', () => resolve('SIGINT'));
-  });
+  const ended = await Promise.race([
+    new Promise<NodeJS.Signals>((resolve) => {
+      process.once('SIGTERM', () => resolve('SIGTERM'));
+      process.once('SIGINT', () => resolve('SIGINT'));
+    }),
+    backend.fatal,
+  ]);
+  if (ended instanceof Error) {
+    // Nothing this process serves can be trusted now: stop within the grace and exit
+    // non-zero, so its supervisor starts it afresh (from the snapshot) and another leads.
+    process.stderr.write(`sonar: ${ended.message}: exiting so that a fresh process takes over\n`);
+    const overrun = setTimeout(() => exit(1), opts.graceMs + EXIT_MARGIN_MS);
+    overrun.unref();
+    await backend.stop().catch(() => {});
+    exit(1);
+    return;
+  }
+  const signal = ended;
   log.info('backend stopping', { signal, graceMs: opts.graceMs });
   const again = (): void => {
     log.warn('second signal: exiting now');

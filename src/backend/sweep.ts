@@ -118,8 +118,11 @@ export class FullSweep {
     });
     const registryRead = !r.failed.some((f) => f.repair === 'registry');
     // Without the registry every worker would look gone: those two repairs wait for next time.
+    // So they do for a pulse TTL after an outage: no worker could pulse during it.
+    const steady = ctx.contact.steadyForMs() >= ctx.config.pulseTtlMs;
+    if (registryRead && !steady) log.info('lost workers not judged: the server was out of reach');
     await attempt('lostWorkers', async () => {
-      if (registryRead) r.lostWorkers.lost = await loseVanishedWorkers(ctx, entries);
+      if (registryRead && steady) r.lostWorkers.lost = await loseVanishedWorkers(ctx, entries);
     });
     await attempt('staleDispatch', async () => {
       r.staleDispatch = await purgeStaleDispatches(ctx);
@@ -141,7 +144,7 @@ export class FullSweep {
       r.stuckJobs = await moveStuckJobs(ctx, { failures: this.failures, poisoner: this.poisoner });
     });
     await attempt('orphanConsumers', async () => {
-      if (registryRead) r.orphanConsumers = await deleteOrphanConsumers(ctx, entries);
+      if (registryRead && steady) r.orphanConsumers = await deleteOrphanConsumers(ctx, entries);
     });
     await attempt('retention', async () => {
       r.retention = await applyRetention(ctx, this.snapshots, this.purgedRuns);

@@ -4,6 +4,7 @@ import type { Names } from '../../streams/names.js';
 import { loadConfig } from '../config.js';
 import type { SonarConfig } from '../config.js';
 import { connectNats } from '../nats.js';
+import type { ConnectionLife } from '../nats.js';
 
 /** Options every networked verb takes. */
 export interface ConnectionFlags {
@@ -17,16 +18,22 @@ export interface CliContext {
   nc: NatsConnection;
 }
 
-/** Loads the config (env, then flags), connects, runs `fn`, and always closes. */
+/**
+ * Loads the config (env, then flags), connects, runs `fn`, and always closes. A verb that
+ * asks once and prints is `one-shot` (a lost connection fails it at once, with one line);
+ * one that follows the stream (`tail`, `submit --wait`) is `long-lived` and waits out an
+ * outage.
+ */
 export async function withConnection<T>(
   flags: ConnectionFlags,
   fn: (ctx: CliContext) => Promise<T>,
+  life: ConnectionLife = 'one-shot',
 ): Promise<T> {
   const config = loadConfig(process.env, {
     ...(flags.server ? { SONAR_NATS_URL: flags.server } : {}),
     ...(flags.prefix ? { SONAR_PREFIX: flags.prefix } : {}),
   });
-  const nc = await connectNats(config, { maxReconnectAttempts: 10 });
+  const nc = await connectNats(config, { life });
   try {
     return await fn({ config, names: names(config.prefix), nc });
   } finally {

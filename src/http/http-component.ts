@@ -4,6 +4,7 @@ import type { BackendContext } from '../backend/context.js';
 import { registeredHttpRoutes } from './routes.js';
 import type { HttpRoutes } from './routes.js';
 import { HttpServer, sendJson } from './server.js';
+import { settleWithin } from '../grace.js';
 
 export interface HttpComponentOptions {
   /**
@@ -13,17 +14,27 @@ export interface HttpComponentOptions {
   routes?: HttpRoutes[];
 }
 
+/** `/readyz` fails while the projection has more events than this left to apply. */
+export const READY_LAG_BOUND = 10_000;
+/** A lag reading not answered within this counts as not ready. */
+const LAG_READ_TIMEOUT_MS = 1_000;
+
 /**
- * The backend's HTTP server as a component (issue 6): `/healthz` (the process is up),
- * `/readyz` (connected to NATS; the topology was provisioned and the projection replayed
- * before any component starts, so a started server has both), `/metrics` (Prometheus text),
- * plus every registered route. Runs only when `SONAR_HTTP_PORT` (or `--http-port`) is set.
+ * The backend's HTTP server as a component: `/healthz`, `/readyz`, `/metrics` (Prometheus
+ * text), plus every registered route. Runs only when `SONAR_HTTP_PORT` (or `--http-port`)
+ * is set.
+ *
+ * - `/readyz` (send me requests): connected, JetStream answering, the projection caught up
+ *   once and now no more than {@link READY_LAG_BOUND} events behind its stream.
+ * - `/healthz` (do not restart me): fails only when a restart would help (the connection
+ *   closed for good, the projection loop stopped, a reconcile pass stuck while the server
+ *   answers: src/backend/liveness.ts), never merely because NATS is out of reach, so that
+ *   liveness restarts never feed an outage.
  */
 export class HttpComponent implements Component {
   readonly name = 'http';
   readonly server: HttpServer;
   readonly metrics: BackendMetrics;
-  private connected = true;
 
   constructor(
     private readonly ctx: BackendContext,
@@ -39,22 +50,50 @@ export class HttpComponent implements Component {
   }
 
   /** What `/readyz` checks; all must hold. */
-  readiness(): { ready: boolean; checks: Record<string, boolean> } {
+  async readiness(): Promise<{
+    ready: boolean;
+    checks: Record<string, boolean>;
+    lag: number | null;
+  }> {
+    const { contact, loop } = this.ctx;
+    const connected = contact.connection.connected;
+    const lag = connected && loop.caughtUp ? await this.lag() : null;
     const checks = {
-      connected: this.connected && !this.ctx.nc.isClosed(),
-      // Backend.start provisions the topology and replays before starting components.
+      connected,
+      jetstream: connected && contact.jetstream,
+      // Backend.start provisions the topology before starting components.
       topology: true,
-      projection: this.ctx.loop.position >= 0,
+      caughtUp: loop.caughtUp,
+      projection: lag !== null && lag <= READY_LAG_BOUND && loop.stoppedWith === null,
     };
-    return { ready: Object.values(checks).every(Boolean), checks };
+    return { ready: Object.values(checks).every(Boolean), checks, lag };
+  }
+
+  /** Events the projection still has to apply, or null when the server does not say. */
+  private async lag(): Promise<number | null> {
+    const read = this.ctx.loop.lag().catch(() => null);
+    return (await settleWithin(read, LAG_READ_TIMEOUT_MS)) === 'done' ? read : null;
+  }
+
+  /** What `/healthz` checks: the problems a restart would mend. */
+  liveness(): { live: boolean; problems: Record<string, string> } {
+    const problems = this.ctx.liveness.problems();
+    return { live: Object.keys(problems).length === 0, problems };
   }
 
   async start(): Promise<void> {
     const { server, ctx } = this;
     server
-      .route('GET', '/healthz', (_req, res) => sendJson(res, 200, { ok: true }))
-      .route('GET', '/readyz', (_req, res) => {
-        const r = this.readiness();
+      .route('GET', '/healthz', (_req, res) => {
+        const l = this.liveness();
+        sendJson(
+          res,
+          l.live ? 200 : 503,
+          l.live ? { ok: true } : { ok: false, problems: l.problems },
+        );
+      })
+      .route('GET', '/readyz', async (_req, res) => {
+        const r = await this.readiness();
         sendJson(res, r.ready ? 200 : 503, r);
       })
       .route('GET', '/metrics', async (_req, res) => {
@@ -65,7 +104,6 @@ export class HttpComponent implements Component {
     for (const install of [...registeredHttpRoutes(), ...(this.opts.routes ?? [])]) {
       install(server, ctx);
     }
-    void this.watchConnection();
     await server.start();
     ctx.log.info('http server listening', { url: server.url });
   }
@@ -73,18 +111,6 @@ export class HttpComponent implements Component {
   async stop(): Promise<void> {
     this.metrics.close();
     await this.server.stop();
-  }
-
-  /** Tracks disconnects, so `/readyz` fails while NATS is unreachable. */
-  private async watchConnection(): Promise<void> {
-    try {
-      for await (const s of this.ctx.nc.status()) {
-        if (s.type === 'disconnect') this.connected = false;
-        else if (s.type === 'reconnect') this.connected = true;
-      }
-    } catch (_err: unknown) {
-      // The status iterator ends with the connection.
-    }
   }
 }
 

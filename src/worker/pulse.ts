@@ -8,18 +8,22 @@ import type { RegistryEntry } from '../protocol.js';
 /** The entry's fields the worker decides; `pulseAt` is stamped at each put. */
 export type PulseEntry = Omit<RegistryEntry, 'pulseAt'>;
 
-/** The worker's registry key vanished between two pulses: the backend counts it Lost. */
+/** The worker's registry key vanished, and the backend says it is Lost (or Left). */
 export class KeyVanishedError extends SonarError {
   override readonly name = 'KeyVanishedError';
   constructor(workerId: string) {
     super(
       ErrorCode.Conflict,
-      `worker ${workerId} is Lost: its registry key vanished between two pulses (a stall longer ` +
-        `than the pulse TTL, or a supervisor reported it gone); a worker id is used once; exit and start a new worker`,
+      `worker ${workerId} is Lost: its registry key vanished and the backend no longer counts it ` +
+        `joined (a stall longer than the pulse TTL, or a supervisor reported it gone); a worker id ` +
+        `is used once; exit and start a new worker`,
       { workerId },
     );
   }
 }
+
+/** What the backend says of a worker whose key vanished: still joined, or gone for good. */
+export type Standing = 'joined' | 'gone';
 
 /**
  * Keeps the worker's registry entry alive in `<prefix>_workers` (DESIGN.md section 4): a KV
@@ -27,10 +31,19 @@ export class KeyVanishedError extends SonarError {
  * or its network did), the key expires and the reconciler recovers the worker's tasks.
  *
  * Each pulse after the first is a compare-and-set on the revision of the one before, so a
- * worker whose key vanished meanwhile (a stall or partition longer than the TTL) learns it
- * at its next pulse, even when idle: DESIGN.md section 4 has such a worker exit so that its
- * supervisor starts it afresh, and without this an idle one would pulse on, never eligible,
- * never told. `onVanished` is called once.
+ * worker whose key vanished meanwhile learns it at its next pulse, even when idle. A key
+ * vanishes for two reasons that must end differently:
+ * - an outage longer than the pulse TTL (the server was down, or had no quorum): the key
+ *   expired, but no backend judged the worker, since the reconciler waits a pulse TTL of
+ *   steady contact after an outage. The worker must carry on with its tasks.
+ * - a backend declared the worker Lost (`WorkerLost`, then a delete of its key): DESIGN.md
+ *   section 4 has it exit, so that its supervisor starts it afresh.
+ *
+ * So the pulse puts the key back first, then asks `standing()` (the worker repeats its
+ * join, which a backend answers `conflict` for a Lost or Left worker). `gone` calls
+ * `onVanished` once and stops. Put first, ask second: a backend that declares the worker
+ * Lost after the answer deletes the key again, and the next pulse asks again. An
+ * unanswered question is asked again at every pulse until answered.
  */
 export class Pulse {
   private timer: NodeJS.Timeout | null = null;
@@ -42,6 +55,8 @@ export class Pulse {
   private generation = 0;
   /** A timer beat waits behind a slow one: skip the next rather than pile them up. */
   private queued = false;
+  /** The key was put back after it vanished, and the backend has not yet said `joined`. */
+  private unconfirmed = false;
 
   constructor(
     private readonly kv: KV,
@@ -49,6 +64,7 @@ export class Pulse {
     private readonly intervalMs: number,
     private readonly log: Logger,
     private readonly onVanished: (err: KeyVanishedError) => void = () => {},
+    private readonly standing: () => Promise<Standing> = () => Promise.resolve('gone'),
   ) {}
 
   /** Puts the entry now, then every interval. */
@@ -106,6 +122,29 @@ export class Pulse {
       if (!isWrongLastSequence(err)) throw err;
       if (this.current(gen)) await this.reconcile(workerId, gen);
     }
+    if (this.unconfirmed && this.current(gen)) await this.confirm(workerId);
+  }
+
+  /** Asks whether the worker is still joined; `gone` ends the pulse for good. */
+  private async confirm(workerId: string): Promise<void> {
+    let answer: Standing;
+    try {
+      answer = await this.standing();
+    } catch (err: unknown) {
+      this.log.warn('registry key put back; standing not known yet, asking again next pulse', {
+        err,
+      });
+      return;
+    }
+    if (this.closed) return;
+    this.unconfirmed = false;
+    if (answer === 'joined') {
+      this.log.info('registry key put back after an outage: still joined, carrying on');
+      return;
+    }
+    this.closed = true;
+    this.stop();
+    this.onVanished(new KeyVanishedError(workerId));
   }
 
   /** The entry as it is now, stamped now. */
@@ -116,8 +155,9 @@ export class Pulse {
   /**
    * A compare-and-set lost. Either a put whose reply we missed did land (the key holds a
    * newer revision of ours: adopt it and put again, with the entry as it is now), or the key
-   * is gone (expired, or deleted by the backend): the worker is fenced off for good. The read
-   * is answered by the bucket's stream leader (the bucket is opened without direct gets).
+   * is gone (expired in an outage, or deleted by a backend that declared the worker Lost):
+   * put it back, and let `confirm` ask which. The read is answered by the bucket's stream
+   * leader (the bucket is opened without direct gets).
    */
   private async reconcile(workerId: string, gen: number): Promise<void> {
     const now = await this.kv.get(workerId);
@@ -127,9 +167,11 @@ export class Pulse {
       if (this.current(gen)) this.revision = revision;
       return;
     }
-    this.closed = true;
-    this.stop();
-    this.onVanished(new KeyVanishedError(workerId));
+    // Gone: put it back first (create: nobody else may have put it meanwhile), then ask.
+    const revision = await this.kv.create(workerId, this.value());
+    if (!this.current(gen)) return;
+    this.revision = revision;
+    this.unconfirmed = true;
   }
 
   /** Stops the puts; the key stays until {@link Pulse.remove} or its TTL. */

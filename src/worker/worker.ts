@@ -12,7 +12,7 @@ import { outputSizeProblem } from '../limits.js';
 import type { Logger } from '../log.js';
 import { connectNats } from '../nats.js';
 import { cancelControlSchema, dispatchMessageSchema } from '../protocol.js';
-import type { DispatchMessage, JoinReply, RegistryEntry } from '../protocol.js';
+import type { DispatchMessage, JoinReply, RegistryEntry, RequestOf } from '../protocol.js';
 import { createOutputStore } from '../storage/create-output-store.js';
 import { outputKey } from '../storage/output-store.js';
 import type { OutputStore } from '../storage/output-store.js';
@@ -23,6 +23,7 @@ import type { Outcome } from './handler-run.js';
 import { resolveWorkerOptions } from './options.js';
 import type { HandlerContext, ResolvedWorkerOptions, WorkerOptions } from './options.js';
 import { Pulse } from './pulse.js';
+import type { Standing } from './pulse.js';
 import { Slots } from './slots.js';
 import { ImdsClient, SpotNoticeWatcher } from './spot-notice.js';
 import { packOutput, toBytes } from './task-output.js';
@@ -45,8 +46,12 @@ interface RunningTask {
 
 /** A dispatch message that cannot be started now goes back after this delay. */
 const NAK_DELAY_MS = 1_000;
-/** Results and failures are retried this long: giving up leaves the task Running here. */
-const REPORT_RETRY_MS = 5 * 60_000;
+/**
+ * Results and failures are retried for as long as the worker lives: a backend or NATS
+ * outage is waited out, and the finished work is not thrown away (giving up would leave the
+ * task to be taken back and run again).
+ */
+const REPORT_RETRY_MS = Infinity;
 /** Drain, release and leave are retried this long: the reconciler covers a lost one. */
 const GOODBYE_RETRY_MS = 10_000;
 const MAX_ERROR_CHARS = 8 * 1024;
@@ -161,7 +166,6 @@ export class Worker {
       o.nc ??
       (await connectNats(o.connection, {
         name: `sonar-worker-${this.workerId}`,
-        maxReconnectAttempts: -1,
       }));
     const nc = this.nc;
     void nc.closed().then((err) => {
@@ -179,17 +183,16 @@ export class Worker {
       this.instanceId =
         (await imds.get('/latest/meta-data/instance-id').catch(() => null)) ?? undefined;
     }
-    const reply = await this.api.request<'join', JoinReply>(
-      'join',
-      {
-        workerId: this.workerId,
-        host: this.host.slice(0, 255),
-        ...(this.instanceId !== undefined && { instanceId: this.instanceId }),
-        tags: o.tags,
-        slots: o.slots,
-      },
-      { signal: this.lifecycle.signal },
-    );
+    const join = {
+      workerId: this.workerId,
+      host: this.host.slice(0, 255),
+      ...(this.instanceId !== undefined && { instanceId: this.instanceId }),
+      tags: o.tags,
+      slots: o.slots,
+    };
+    const reply = await this.api.request<'join', JoinReply>('join', join, {
+      signal: this.lifecycle.signal,
+    });
     const kv = await new Kvm(this.nc).open(this.n.buckets.workers);
     this.pulse = new Pulse(
       kv,
@@ -199,8 +202,18 @@ export class Worker {
       (err) => {
         void this.failWith(err);
       },
+      () => this.standing(join),
     );
     await this.pulse.start();
+    // Back from an outage: pulse now, not up to an interval later, so the registry key that
+    // expired meanwhile is back well within the pulse TTL the reconciler waits after it.
+    void (async () => {
+      for await (const s of nc.status()) {
+        if (s.type === 'reconnect' && this._state === 'Running') {
+          this.pulse?.beat().catch((err: unknown) => this.log.warn('pulse failed', { err }));
+        }
+      }
+    })().catch(() => {});
     this.cancelSub = this.nc.subscribe(this.n.subjects.controlCancel, {
       callback: (err, msg) => {
         if (!err) this.onCancel(msg.data);
@@ -220,6 +233,24 @@ export class Worker {
       this.spot.start();
     }
     this.log.info('worker joined', { tags: o.tags, slots: o.slots, spot: spotOn });
+  }
+
+  /**
+   * Whether the backend still counts this worker joined: the same join again answers `ok`
+   * for an Active or Draining worker and `conflict` for a Lost or Left one (DESIGN.md
+   * section 6; every backend version answers so). Other errors are thrown: not known yet.
+   */
+  private async standing(join: RequestOf<'join'>): Promise<Standing> {
+    try {
+      await this.api!.request('join', join, {
+        retryForMs: GOODBYE_RETRY_MS,
+        signal: this.lifecycle.signal,
+      });
+      return 'joined';
+    } catch (err: unknown) {
+      if (isApiError(err, ErrorCode.Conflict)) return 'gone';
+      throw err;
+    }
   }
 
   private entry(): Omit<RegistryEntry, 'pulseAt'> {
@@ -320,13 +351,15 @@ export class Worker {
       if (isApiError(err, ErrorCode.Conflict)) {
         m.nak();
         await this.failWith(err);
-      } else if (isApiError(err)) {
+      } else if (isApiError(err) && err.code !== ErrorCode.Unavailable) {
         // Stale, forged, cancelled...: this message will never be startable.
         m.term();
         this.log.warn('task dropped', { runId: d.runId, taskId: d.taskId, err });
       } else {
+        // Unanswered, or `unavailable` after every retry (a backend brown-out): the message
+        // is the task's only trace, so it goes back for a later delivery (DESIGN.md section 6).
         m.nak(NAK_DELAY_MS);
-        this.log.warn('start not answered: message given back', { taskId: d.taskId, err });
+        this.log.warn('start not carried out: message given back', { taskId: d.taskId, err });
       }
       return;
     }

@@ -96,7 +96,7 @@ describe('syncRecent', () => {
 
 describe('coalesced writes', () => {
   it('keep publish order within and across turns, and across a server restart', async () => {
-    const pub = await connectNats({ natsUrl: server.url }, { maxReconnectAttempts: -1 });
+    const pub = await connectNats({ natsUrl: server.url });
     const got: number[] = [];
     const sub = nc.subscribe('order.test', {
       callback: (_err, m) => {

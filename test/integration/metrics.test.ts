@@ -97,7 +97,14 @@ describe('the HTTP server (SONAR_HTTP_PORT)', () => {
     expect(ready.status).toBe(200);
     expect(await ready.json()).toEqual({
       ready: true,
-      checks: { connected: true, topology: true, projection: true },
+      checks: {
+        connected: true,
+        jetstream: true,
+        topology: true,
+        caughtUp: true,
+        projection: true,
+      },
+      lag: 0,
     });
     expect(await (await get('/extra/x/y')).json()).toEqual({ path: '/extra/x/y' });
     expect((await get('/nope')).status).toBe(404);

@@ -1,27 +1,10 @@
-import { ErrorCode, SonarError } from '../../../actors/errors.js';
 import type { BackendContext } from '../context.js';
 
 /** How long a request waits for this backend's projection to catch up before `unavailable`. */
 const CATCH_UP_TIMEOUT_MS = 5_000;
 
-async function waitForSeq(ctx: BackendContext, seq: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
-      reject(
-        new SonarError(
-          ErrorCode.Unavailable,
-          `projection is behind: sequence ${seq} not applied after ${CATCH_UP_TIMEOUT_MS} ms`,
-          { seq },
-        ),
-      );
-    }, CATCH_UP_TIMEOUT_MS);
-  });
-  try {
-    await Promise.race([ctx.loop.waitFor(seq), late]);
-  } finally {
-    clearTimeout(timer);
-  }
+function waitForSeq(ctx: BackendContext, seq: number): Promise<void> {
+  return ctx.loop.waitFor(seq, CATCH_UP_TIMEOUT_MS);
 }
 
 /**

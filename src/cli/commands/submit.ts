@@ -70,58 +70,62 @@ export function registerSubmit(program: Command): void {
     )
     .action(async (file: string, opts: SubmitFlags) => {
       const runFile = parseRunFile(file, await readText(file));
-      await withConnection(opts, async ({ nc, config, names }) => {
-        const client = new SonarClient(nc, {
-          prefix: config.prefix,
-          maxInputBytes: config.maxInputBytes,
-        });
-        const store = new EventStore(nc, names);
-        // Following starts before the submit, so no event of the run is missed.
-        const loop = opts.wait ? new ProjectionLoop(store, silentLogger) : null;
-        await loop?.start();
-        try {
-          const submitted = await client.submit(runFile);
-          await writeOut(
-            opts.json
-              ? `${JSON.stringify(submitted)}\n`
-              : `submitted run ${submitted.runId}: ${submitted.taskCount} tasks\n`,
-          );
-          if (!loop) return;
-          const { runId } = submitted;
-          const p = loop.projection;
-          const state = await watchRun(p, runId, Boolean(opts.json));
-          const report = await runFailures(p, store, runId);
-          const run = p.runs.get(runId)!.snapshot;
-          if (opts.json) {
+      await withConnection(
+        opts,
+        async ({ nc, config, names }) => {
+          const client = new SonarClient(nc, {
+            prefix: config.prefix,
+            maxInputBytes: config.maxInputBytes,
+          });
+          const store = new EventStore(nc, names);
+          // Following starts before the submit, so no event of the run is missed.
+          const loop = opts.wait ? new ProjectionLoop(store, silentLogger) : null;
+          await loop?.start();
+          try {
+            const submitted = await client.submit(runFile);
             await writeOut(
-              `${JSON.stringify({
-                runId,
-                state,
-                reason: run.context.reason,
-                taskCount: run.context.taskCount,
-                steps: Object.fromEntries(
-                  stepProgress(p, runId).map((st) => [st.stepId, st.state]),
-                ),
-                tasks: tasksByState(p, runId),
-                failures: report.failures,
-              })}\n`,
+              opts.json
+                ? `${JSON.stringify(submitted)}\n`
+                : `submitted run ${submitted.runId}: ${submitted.taskCount} tasks\n`,
             );
-          } else {
-            const color = isTty();
-            const head = `run ${runId} ${state}${run.context.reason ? `: ${run.context.reason}` : ''}`;
-            await writeOut(
-              `${[paint(color, state === 'Succeeded' ? 'green' : 'red', head), ...failureLines(runId, report, color)].join('\n')}\n`,
-            );
+            if (!loop) return;
+            const { runId } = submitted;
+            const p = loop.projection;
+            const state = await watchRun(p, runId, Boolean(opts.json));
+            const report = await runFailures(p, store, runId);
+            const run = p.runs.get(runId)!.snapshot;
+            if (opts.json) {
+              await writeOut(
+                `${JSON.stringify({
+                  runId,
+                  state,
+                  reason: run.context.reason,
+                  taskCount: run.context.taskCount,
+                  steps: Object.fromEntries(
+                    stepProgress(p, runId).map((st) => [st.stepId, st.state]),
+                  ),
+                  tasks: tasksByState(p, runId),
+                  failures: report.failures,
+                })}\n`,
+              );
+            } else {
+              const color = isTty();
+              const head = `run ${runId} ${state}${run.context.reason ? `: ${run.context.reason}` : ''}`;
+              await writeOut(
+                `${[paint(color, state === 'Succeeded' ? 'green' : 'red', head), ...failureLines(runId, report, color)].join('\n')}\n`,
+              );
+            }
+            if (state !== 'Succeeded') {
+              throw new CommandFailed(
+                `run ${runId} ended ${state}${run.context.reason ? ` (${run.context.reason})` : ''}`,
+              );
+            }
+          } finally {
+            await loop?.stop();
           }
-          if (state !== 'Succeeded') {
-            throw new CommandFailed(
-              `run ${runId} ended ${state}${run.context.reason ? ` (${run.context.reason})` : ''}`,
-            );
-          }
-        } finally {
-          await loop?.stop();
-        }
-      });
+        },
+        opts.wait ? 'long-lived' : 'one-shot',
+      );
     });
 }
 

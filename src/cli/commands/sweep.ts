@@ -5,6 +5,8 @@ import { EventStore } from '../../../streams/event-store.js';
 import type { BackendContext } from '../../backend/context.js';
 import { EventWriter } from '../../backend/event-writer.js';
 import { ProjectionLoop } from '../../backend/projection-loop.js';
+import { Liveness } from '../../backend/liveness.js';
+import { ServerContact } from '../../backend/server-contact.js';
 import { Registry } from '../../backend/registry.js';
 import { loadSnapshot } from '../../backend/snapshot.js';
 import { FullSweep, summaryOf } from '../../backend/sweep.js';
@@ -46,6 +48,9 @@ async function sweepContext(cli: CliContext): Promise<BackendContext> {
     registry: await Registry.open(nc, names),
     outputs: await createOutputStore(nc, config),
     log,
+    // An operator's sweep judges the registry as it finds it, at once: it has seen no outage.
+    contact: new ServerContact(nc, jsm, log, undefined, -Infinity),
+    liveness: new Liveness(),
     nodeId: `sweep-${hostname()
       .replace(/[^A-Za-z0-9_-]/g, '-')
       .slice(0, 40)}-${newId().slice(-8)}`,

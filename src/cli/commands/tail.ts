@@ -90,26 +90,30 @@ export function registerTail(program: Command): void {
           throw new UsageError(`--since: ${(err as Error).message}`);
         }
       }
-      await withConnection(flags, async ({ nc, names }) => {
-        const store = new EventStore(nc, names);
-        const filter =
-          flags.run !== undefined && flags.task !== undefined
-            ? names.subjects.task(flags.run, flags.task)
-            : undefined;
-        const { records, close } = await store.follow({
-          ...(filter ? { filter } : {}),
-          ...(sinceMs !== undefined
-            ? { fromTime: new Date(Date.now() - sinceMs).toISOString() }
-            : { onlyNew: true }),
-        });
-        const stop = () => void close();
-        process.once('SIGINT', stop);
-        process.once('SIGTERM', stop);
-        const color = !flags.json && isTty();
-        for await (const r of records) {
-          if (!matches(r, flags)) continue;
-          await writeOut(`${flags.json ? toJsonlLine(r) : formatTailLine(r, color)}\n`);
-        }
-      });
+      await withConnection(
+        flags,
+        async ({ nc, names }) => {
+          const store = new EventStore(nc, names);
+          const filter =
+            flags.run !== undefined && flags.task !== undefined
+              ? names.subjects.task(flags.run, flags.task)
+              : undefined;
+          const { records, close } = await store.follow({
+            ...(filter ? { filter } : {}),
+            ...(sinceMs !== undefined
+              ? { fromTime: new Date(Date.now() - sinceMs).toISOString() }
+              : { onlyNew: true }),
+          });
+          const stop = () => void close();
+          process.once('SIGINT', stop);
+          process.once('SIGTERM', stop);
+          const color = !flags.json && isTty();
+          for await (const r of records) {
+            if (!matches(r, flags)) continue;
+            await writeOut(`${flags.json ? toJsonlLine(r) : formatTailLine(r, color)}\n`);
+          }
+        },
+        'long-lived',
+      );
     });
 }

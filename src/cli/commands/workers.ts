@@ -91,7 +91,7 @@ export function registerWorkers(program: Command): void {
         SONAR_NATS_URL: flags.server,
         SONAR_PREFIX: flags.prefix,
       });
-      const nc = await connectNats(config, { name: 'sonar-supervisor', maxReconnectAttempts: -1 });
+      const nc = await connectNats(config, { name: 'sonar-supervisor' });
       const spotArgs = flags.spot === undefined ? [] : [flags.spot ? '--spot' : '--no-spot'];
       const supervisor = new Supervisor({
         specs: Array.from({ length: count }, () => ({
