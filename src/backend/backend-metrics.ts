@@ -109,11 +109,15 @@ export class BackendMetrics {
           this.inc(read());
         },
       });
-    fromStats('sonar_nats_disconnects_total', 'Times the NATS connection was lost', () =>
-      ctx.contact.stats().disconnects,
+    fromStats(
+      'sonar_nats_disconnects_total',
+      'Times the NATS connection was lost',
+      () => ctx.contact.stats().disconnects,
     );
-    fromStats('sonar_nats_reconnects_total', 'Times the NATS connection came back', () =>
-      ctx.contact.stats().reconnects,
+    fromStats(
+      'sonar_nats_reconnects_total',
+      'Times the NATS connection came back',
+      () => ctx.contact.stats().reconnects,
     );
     fromStats(
       'sonar_nats_disconnected_seconds_total',

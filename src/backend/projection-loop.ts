@@ -110,13 +110,10 @@ export class ProjectionLoop {
       ...(from && { snapshotSeq: from.header.seq, tail: this.position - from.header.seq }),
       ms: Math.round(performance.now() - started),
     });
-    const { close, closed, pending } = await this.store.followEach(
-      (r) => this.apply(r, true),
-      {
-        fromSeq: this.position + 1,
-        recognize: (subject, payload) => this.ownWrites.recognize(subject, payload),
-      },
-    );
+    const { close, closed, pending } = await this.store.followEach((r) => this.apply(r, true), {
+      fromSeq: this.position + 1,
+      recognize: (subject, payload) => this.ownWrites.recognize(subject, payload),
+    });
     this.closer = close;
     this.pendingInfo = pending;
     this.caughtUpOnce = true;
