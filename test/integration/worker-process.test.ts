@@ -368,6 +368,46 @@ describe('sonar worker', () => {
     expect(w.child.exitCode).toBeNull();
   });
 
+  it('gives back a message whose start answered `unavailable` (a brown-out), and runs it once the backend is healthy', async () => {
+    const { ctx, client, worker, joined } = await world();
+    const prefix = ctx.names.prefix;
+    const w = worker('w1', ['--tags', 'a', '--slots', '1', '--', 'echo', 'done']);
+    await joined('w1');
+    // Held still (well within its pulse TTL) while the task is queued and the backend goes.
+    w.child.kill('SIGSTOP');
+    await client.submit({
+      runId: 'r1',
+      steps: [{ id: 's', tags: ['a'], tasks: [{ id: 't', command: ['echo', 'hi'] }] }],
+    });
+    await dispatchRun(ctx, 'r1');
+    await tb!.stop();
+    // A browned-out backend: every request is answered, with `unavailable`.
+    let starts = 0;
+    const brownOut = nc.subscribe(ctx.names.subjects.apiAll, {
+      callback: (_err, m) => {
+        if (m.subject.endsWith('.start')) starts++;
+        m.respond(JSON.stringify({ error: { code: 'unavailable', message: 'brown-out' } }));
+      },
+    });
+    w.child.kill('SIGCONT');
+    await eventually(() => /start not carried out: message given back/.test(w.stderr()), {
+      timeoutMs: 60_000,
+      message: 'the worker gave the message back',
+    });
+    expect(starts).toBeGreaterThan(0);
+    brownOut.unsubscribe();
+    tb = await startTestBackend(server.url, nc, { SONAR_PREFIX: prefix });
+    const started = tb;
+    await eventually(
+      async () =>
+        (await eventsOf(started.ctx, started.ctx.names.subjects.task('r1', 't'))).some(
+          (e) => e.type === 'TaskResultAccepted',
+        ),
+      { timeoutMs: 30_000, message: 'the task ran once the backend was back' },
+    );
+    expect(w.child.exitCode).toBeNull();
+  }, 120_000);
+
   it('exits non-zero when the backend answers conflict (it was declared Lost)', async () => {
     const { ctx, client, worker, joined } = await world();
     const w = worker('w1', ['--tags', 'a', '--slots', '1']);
