@@ -4,6 +4,7 @@
  * shifted clock: a day or a month later, without waiting), and events written by hand.
  */
 import type { NatsConnection } from '@nats-io/transport-node';
+import { ServerContact } from '../../src/backend/server-contact.js';
 import { Backend } from '../../src/backend/backend.js';
 import type { Component } from '../../src/backend/backend.js';
 import type { BackendContext } from '../../src/backend/context.js';
@@ -20,8 +21,11 @@ export interface SweepWorld {
   ctx: BackendContext;
   /** Writes one event through the backend's EventWriter (judged by the machine). */
   write(subject: string, type: Command['type'], data: unknown): Promise<number>;
-  /** One full sweep on this backend's context, its clock `shiftMs` ahead. */
-  sweep(opts?: FullSweepOptions & { shiftMs?: number }): Promise<SweepReport>;
+  /**
+   * One full sweep on this backend's context, its clock `shiftMs` ahead; `steady: false`
+   * sweeps as a backend just back from an outage.
+   */
+  sweep(opts?: FullSweepOptions & { shiftMs?: number; steady?: boolean }): Promise<SweepReport>;
   stop(): Promise<void>;
 }
 
@@ -53,8 +57,20 @@ export async function startSweepWorld(
     backend,
     ctx,
     write: async (subject, type, data) => (await ctx.writer.write({ subject, type, data })).seq,
-    sweep: async ({ shiftMs = 0, ...sweepOpts } = {}) => {
-      const shifted: BackendContext = { ...ctx, now: () => Date.now() + shiftMs };
+    sweep: async ({ shiftMs = 0, steady = true, ...sweepOpts } = {}) => {
+      const shifted: BackendContext = {
+        ...ctx,
+        now: () => Date.now() + shiftMs,
+        // As if in steady contact with the server for ever (the default), or just back
+        // from an outage (`steady: false`).
+        contact: new ServerContact(
+          nc,
+          ctx.jsm,
+          silentLogger,
+          undefined,
+          steady ? -Infinity : undefined,
+        ),
+      };
       return (await FullSweep.open(shifted, sweepOpts)).run();
     },
     stop: () => backend.stop(),

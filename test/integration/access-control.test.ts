@@ -278,7 +278,7 @@ describe('access control with deploy/nats/accounts.conf', () => {
     await new ApiClient(client, n).request('cancel', { runId: 'fence' });
   });
 
-  it('a worker whose registry key vanished reads it back with its own credential, and exits', async () => {
+  it('a worker whose registry key vanished reads it, puts it back and asks with its own credential; declared Lost, it exits', async () => {
     const w = spawnAs('worker', 'worker-fenced', [
       'worker',
       '--worker-id',
@@ -289,9 +289,19 @@ describe('access control with deploy/nats/accounts.conf', () => {
       'cat',
     ]);
     await eventually(() => w.stderr().includes('worker joined'), { timeoutMs: 30_000 });
-    // As if its TTL ran out: the compare-and-set of its next pulse loses, it reads the key
-    // (a permission a worker needs for that) and finds it gone.
-    await (await new Kvm(conns[0]!).open(n.buckets.workers)).delete('acl-fenced');
+    const kv = await new Kvm(conns[0]!).open(n.buckets.workers);
+    // As if its TTL ran out in an outage: the compare-and-set of its next pulse loses, it
+    // reads the key (a permission a worker needs for that), finds it gone, creates it again
+    // and repeats its join, which is answered `ok`: it carries on.
+    await kv.delete('acl-fenced');
+    await eventually(() => w.stderr().includes('still joined, carrying on'), {
+      timeoutMs: 30_000,
+    });
+    expect((await kv.get('acl-fenced'))?.operation).toBe('PUT');
+    // Declared gone by its supervisor's report (WorkerLost, then the key deleted): the next
+    // pulse's question is answered `conflict`, and it exits.
+    const sup = await connectAs('supervisor');
+    await new ApiClient(sup, n).request('exited', { workerId: 'acl-fenced' });
     const exit = await w.exited;
     expect(exit.code, w.stderr()).toBe(1);
     expect(w.stderr()).toMatch(/worker acl-fenced is Lost: its registry key vanished/);

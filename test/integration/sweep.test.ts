@@ -255,6 +255,13 @@ describe('the full sweep', () => {
     await joined('w3', ['linux']); // joined, but its key is gone and no event says so
     // 'arm': a consumer no worker ever advertised.
 
+    // Just back from an outage: no worker could pulse, so none is judged, and no consumer
+    // is deleted for want of live workers.
+    const early = await w.sweep({ shiftMs: 2 * DAY_MS, steady: false });
+    expect(early.lostWorkers.lost).toEqual([]);
+    expect(early.orphanConsumers.deleted).toEqual([]);
+    expect(w.ctx.loop.projection.workers.get('w3')?.snapshot.value).toBe('Active');
+
     // Two days on (the clock shifted): the consumers were created and gpu last seen then.
     const report = await w.sweep({ shiftMs: 2 * DAY_MS });
     expect(report.failed).toEqual([]);
