@@ -51,7 +51,7 @@ export interface FinalizerPoolOptions {
   /**
    * How long each object read and each sink write of a job may take before the delivery
    * fails (and is retried, then poisoned once its deliveries run out).
-   * @defaultValue the consumer's ack_wait (`SONAR_FINALIZE_LEASE`)
+   * @defaultValue four times the consumer's ack_wait (`SONAR_FINALIZE_LEASE`): 2 min
    */
   ioTimeout?: number | string;
   /**
@@ -72,6 +72,14 @@ export interface FinalizerPoolOptions {
   watchAdvisories?: boolean;
 }
 
+/**
+ * The default deadline of one object read or sink write, in leases. The lease bounds how long
+ * a dead backend holds a job; this bounds a live one stuck in a store or sink that never
+ * answers. It leaves a slow but working write (renewing its lease) several leases, and a
+ * 64 MiB read room at about 1 MB/s.
+ */
+export const IO_TIMEOUT_LEASES = 4;
+
 /** The internal form: all required, durations in ms. */
 export interface ResolvedFinalizerPoolOptions {
   size: number;
@@ -79,7 +87,7 @@ export interface ResolvedFinalizerPoolOptions {
   backoffCapMs: number;
   /** null: a third of the lease, known once the consumer is read. */
   renewIntervalMs: number | null;
-  /** null: the lease. */
+  /** null: {@link IO_TIMEOUT_LEASES} leases. */
   ioTimeoutMs: number | null;
   pullExpiresMs: number;
   watchAdvisories: boolean;
@@ -169,7 +177,7 @@ export class FinalizerPool implements Component {
       sink,
       now: ctx.now,
       maxOutputBytes: ctx.config.maxOutputBytes,
-      ioTimeoutMs: opts.ioTimeoutMs ?? leaseMs,
+      ioTimeoutMs: opts.ioTimeoutMs ?? IO_TIMEOUT_LEASES * leaseMs,
     };
     this.poisoner = new Poisoner({
       ...this.deps,
