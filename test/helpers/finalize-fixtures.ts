@@ -71,6 +71,13 @@ export interface SeedOptions {
   outputFor?: (taskId: string) => Uint8Array;
   outputs?: OutputStore;
   /**
+   * The ref a stored output's result reports, when not the attempt's own object (a worker
+   * pointing at another object); nothing is uploaded for it then.
+   */
+  refFor?: (taskId: string) => string | undefined;
+  /** The `bytes` a result declares, when not the output's real size. */
+  declaredBytesFor?: (taskId: string) => number | undefined;
+  /**
    * Attempts before the accepted one (default 1): attempt k is `a<k>`; each earlier attempt
    * is published, started and requeued (`operator`), so jobs for it are stale.
    */
@@ -156,9 +163,10 @@ export async function seedFinalizing(
     let job: FinalizeJob;
     if (o.stored?.(taskId)) {
       if (!o.outputs) throw new Error('seedFinalizing: stored outputs need `outputs`');
-      const ref = outputKey(o.runId, taskId, attemptId);
+      const foreign = o.refFor?.(taskId);
+      const ref = foreign ?? outputKey(o.runId, taskId, attemptId);
       const store = o.outputs;
-      uploads.push(() => store.put(ref, bytes));
+      if (foreign === undefined) uploads.push(() => store.put(ref, bytes));
       job = { runId: o.runId, taskId, attemptId, outputRef: ref };
     } else {
       const inline = Buffer.from(bytes).toString('base64');
@@ -170,7 +178,7 @@ export async function seedFinalizing(
         attemptId,
         workerId: 'w1',
         outputRef: job.outputRef,
-        outputBytes: bytes.byteLength,
+        outputBytes: o.declaredBytesFor?.(taskId) ?? bytes.byteLength,
         ...(job.outputInline === undefined ? {} : { outputInline: job.outputInline }),
       }),
     );
