@@ -83,6 +83,9 @@ export class NatsOutputStore implements OutputStore {
     } finally {
       signal.removeEventListener('abort', stop);
       await messages.close().catch(() => undefined);
+      // An ordered consumer outlives its close by its inactive threshold (minutes): one per
+      // finalized output would pile up on the stream.
+      await consumer.delete().catch(() => undefined);
     }
     if (got !== info.size) {
       throw new Error(`object ${JSON.stringify(ref)} read ${got} bytes of its ${info.size}`);

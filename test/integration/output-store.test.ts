@@ -114,6 +114,24 @@ function conformance(name: string, open: () => Promise<OutputStore>): void {
       await expect(missing).rejects.toThrow();
     });
 
+    it('leaves no consumer behind after reads', async () => {
+      const ref = await store.put(outputKey('r1', 't9', 'a1'), bytes(300_000));
+      const jsm = await jetstreamManager(nc);
+      /** Consumers on every object store stream (the client's own `get` leaves some). */
+      const consumers = async () => {
+        let count = 0;
+        for await (const s of jsm.streams.list()) {
+          if (s.config.name.startsWith('OBJ_')) count += s.state.consumer_count;
+        }
+        return count;
+      };
+      const before = await consumers();
+      for (let i = 0; i < 3; i++) {
+        for await (const _c of store.read(ref, new AbortController().signal));
+      }
+      expect(await consumers()).toBeLessThanOrEqual(before);
+    });
+
     it('refuses an output over SONAR_MAX_OUTPUT before sending it', async () => {
       const err = await store
         .put(outputKey('r1', 't6', 'a1'), new Uint8Array(MAX + 1))
