@@ -4,9 +4,9 @@
  *   npm run bench:finalize            (JOBS=5000 by default)
  *
  * Each pool job is what production does: check the task in the projection, read the output
- * (inline, or a get from the `sonar_outputs` object store), validate the JSON, upsert into
- * `sonar_results` (get + put), append TaskFinalized with optimistic concurrency and wait for
- * the projection to apply it, ack. Raw consume+ack is the ceiling of the queue alone.
+ * (inline, or a stat then a chunked read of the `sonar_outputs` object store), validate the
+ * JSON as it streams, upsert into `sonar_results` (get + put), append TaskFinalized with
+ * optimistic concurrency and wait for the projection to apply it, ack. Raw consume+ack is the ceiling of the queue alone.
  */
 import { AckPolicy, jetstream, jetstreamManager, RetentionPolicy } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';

@@ -49,6 +49,12 @@ export interface FinalizerPoolOptions {
    */
   renewInterval?: number | string;
   /**
+   * How long each object read and each sink write of a job may take before the delivery
+   * fails (and is retried, then poisoned once its deliveries run out).
+   * @defaultValue four times the consumer's ack_wait (`SONAR_FINALIZE_LEASE`): 2 min
+   */
+  ioTimeout?: number | string;
+  /**
    * How long one pull waits for a job before asking again (at least 1s).
    * @defaultValue 5s
    */
@@ -66,6 +72,14 @@ export interface FinalizerPoolOptions {
   watchAdvisories?: boolean;
 }
 
+/**
+ * The default deadline of one object read or sink write, in leases. The lease bounds how long
+ * a dead backend holds a job; this bounds a live one stuck in a store or sink that never
+ * answers. It leaves a slow but working write (renewing its lease) several leases, and a
+ * 64 MiB read room at about 1 MB/s.
+ */
+export const IO_TIMEOUT_LEASES = 4;
+
 /** The internal form: all required, durations in ms. */
 export interface ResolvedFinalizerPoolOptions {
   size: number;
@@ -73,6 +87,8 @@ export interface ResolvedFinalizerPoolOptions {
   backoffCapMs: number;
   /** null: a third of the lease, known once the consumer is read. */
   renewIntervalMs: number | null;
+  /** null: {@link IO_TIMEOUT_LEASES} leases. */
+  ioTimeoutMs: number | null;
   pullExpiresMs: number;
   watchAdvisories: boolean;
 }
@@ -92,6 +108,7 @@ export function resolveFinalizerPoolOptions(
     backoffBaseMs: ms(opts.backoffBase, FINALIZE_BACKOFF_BASE_MS),
     backoffCapMs: ms(opts.backoffCap, FINALIZE_BACKOFF_CAP_MS),
     renewIntervalMs: opts.renewInterval === undefined ? null : parseDuration(opts.renewInterval),
+    ioTimeoutMs: opts.ioTimeout === undefined ? null : parseDuration(opts.ioTimeout),
     pullExpiresMs: Math.max(1_000, ms(opts.pullExpires, 5_000)),
     watchAdvisories: opts.watchAdvisories ?? true,
   };
@@ -144,6 +161,13 @@ export class FinalizerPool implements Component {
     const { ctx, opts } = this;
     const sink = this.userOpts.sink ?? (await KvResultsSink.open(ctx.nc, ctx.names));
     this.failures = await FailureLog.open(ctx.nc, ctx.names);
+    const consumer = await ctx.js.consumers.get(
+      ctx.names.streams.finalize,
+      ctx.names.consumers.finalizer,
+    );
+    // The server's settings are the truth: another backend may have provisioned them.
+    const { config } = await consumer.info(true);
+    const leaseMs = (config.ack_wait ?? 30e9) / 1e6;
     this.deps = {
       names: ctx.names,
       store: ctx.store,
@@ -152,6 +176,8 @@ export class FinalizerPool implements Component {
       outputs: this.userOpts.outputs ?? ctx.outputs,
       sink,
       now: ctx.now,
+      maxOutputBytes: ctx.config.maxOutputBytes,
+      ioTimeoutMs: opts.ioTimeoutMs ?? IO_TIMEOUT_LEASES * leaseMs,
     };
     this.poisoner = new Poisoner({
       ...this.deps,
@@ -160,13 +186,6 @@ export class FinalizerPool implements Component {
       log: this.log,
       nodeId: ctx.nodeId,
     });
-    const consumer = await ctx.js.consumers.get(
-      ctx.names.streams.finalize,
-      ctx.names.consumers.finalizer,
-    );
-    // The server's settings are the truth: another backend may have provisioned them.
-    const { config } = await consumer.info(true);
-    const leaseMs = (config.ack_wait ?? 30e9) / 1e6;
     this.maxDeliver = config.max_deliver ?? -1;
     this.renewMs = opts.renewIntervalMs ?? Math.max(100, Math.floor(leaseMs / 3));
     if (this.renewMs >= leaseMs) {
@@ -198,6 +217,7 @@ export class FinalizerPool implements Component {
     this.log.info('finalizer pool started', {
       size: opts.size,
       leaseMs,
+      ioTimeoutMs: this.deps.ioTimeoutMs,
       maxDeliver: this.maxDeliver,
     });
   }

@@ -27,6 +27,8 @@ export async function createOutputStore(
       return store.put(key, data);
     },
     get: (ref) => store.get(ref),
+    stat: (ref) => store.stat(ref),
+    read: (ref, signal) => store.read(ref, signal),
     delete: (ref) => store.delete(ref),
   };
 }

@@ -1,6 +1,6 @@
 import { Client, S3Error } from 'minio';
 import type { S3Config } from '../config.js';
-import type { OutputStore } from './output-store.js';
+import type { OutputInfo, OutputStore } from './output-store.js';
 
 /** S3 error codes that mean "no such object" (S3, MinIO and s3rver spell it differently). */
 const MISSING = new Set(['NoSuchKey', 'NotFound', 'NoSuchObject']);
@@ -74,6 +74,34 @@ export class MinioOutputStore implements OutputStore {
     for await (const chunk of stream) chunks.push(chunk as Buffer);
     const all = Buffer.concat(chunks);
     return new Uint8Array(all.buffer, all.byteOffset, all.byteLength);
+  }
+
+  async stat(ref: string): Promise<OutputInfo | null> {
+    try {
+      return { size: (await this.client.statObject(this.bucket, ref)).size };
+    } catch (err: unknown) {
+      if (isMissing(err)) return null;
+      throw err;
+    }
+  }
+
+  /** The object's body as it arrives: the HTTP stream's own backpressure bounds it. */
+  async *read(ref: string, signal: AbortSignal): AsyncIterable<Uint8Array> {
+    signal.throwIfAborted();
+    const stream = await this.client.getObject(this.bucket, ref);
+    const stop = (): void => void stream.destroy(new Error(`read of ${ref} aborted`));
+    signal.addEventListener('abort', stop, { once: true });
+    try {
+      for await (const chunk of stream) yield chunk as Buffer;
+      signal.throwIfAborted();
+    } catch (err: unknown) {
+      // The abort's reason, not the stream's own "destroyed" error, says why it stopped.
+      signal.throwIfAborted();
+      throw err;
+    } finally {
+      signal.removeEventListener('abort', stop);
+      stream.destroy();
+    }
   }
 
   async delete(ref: string): Promise<void> {

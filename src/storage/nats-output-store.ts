@@ -1,8 +1,22 @@
+import { createHash } from 'node:crypto';
+import { jetstream } from '@nats-io/jetstream';
+import type { JetStreamClient } from '@nats-io/jetstream';
 import { Objm } from '@nats-io/obj';
 import type { ObjectStore } from '@nats-io/obj';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { Names } from '../../streams/names.js';
-import type { OutputStore } from './output-store.js';
+import type { OutputInfo, OutputStore } from './output-store.js';
+
+/**
+ * Chunks a read holds ahead of its reader. The client's own `get` pushes the whole object
+ * into a stream with no backpressure; a pull of a few chunks at a time keeps a slow reader's
+ * memory at this many chunks (128 KiB each by default).
+ */
+const READ_AHEAD_CHUNKS = 4;
+
+/** A digest as `SHA-256=` writes it, in one spelling (base64url without padding). */
+const normalDigest = (b64: string): string =>
+  b64.replace(/=+$/, '').replace(/\+/g, '-').replace(/\//g, '_');
 
 /**
  * Outputs in the `<prefix>_outputs` JetStream object store (the default, DESIGN.md section 2).
@@ -10,11 +24,16 @@ import type { OutputStore } from './output-store.js';
  * backend reach the same store through NATS, so nothing else is needed to find it.
  */
 export class NatsOutputStore implements OutputStore {
-  private constructor(private readonly os: ObjectStore) {}
+  private constructor(
+    private readonly os: ObjectStore,
+    private readonly js: JetStreamClient,
+    private readonly bucket: string,
+  ) {}
 
   /** Opens the store the topology created (the backend provisions it at start). */
   static async open(nc: NatsConnection, n: Names): Promise<NatsOutputStore> {
-    return new NatsOutputStore(await new Objm(nc).open(n.objectStores.outputs));
+    const bucket = n.objectStores.outputs;
+    return new NatsOutputStore(await new Objm(nc).open(bucket), jetstream(nc), bucket);
   }
 
   async put(key: string, data: Uint8Array): Promise<string> {
@@ -26,6 +45,55 @@ export class NatsOutputStore implements OutputStore {
     const data = await this.os.getBlob(ref);
     // The client hands back a Buffer at some sizes: every store answers a plain Uint8Array.
     return data && new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+  }
+
+  async stat(ref: string): Promise<OutputInfo | null> {
+    const info = await this.os.info(ref);
+    return info && !info.deleted ? { size: info.size } : null;
+  }
+
+  /**
+   * The object's chunks through an ordered pull consumer on its chunk subject (the object
+   * store's layout: stream `OBJ_<bucket>`, subject `$O.<bucket>.C.<nuid>`), checked against
+   * the stored size and SHA-256 digest as the client's own `get` does.
+   */
+  async *read(ref: string, signal: AbortSignal): AsyncIterable<Uint8Array> {
+    const info = await this.os.info(ref);
+    if (!info || info.deleted) throw new Error(`no object ${JSON.stringify(ref)}`);
+    if (info.size === 0) return;
+    signal.throwIfAborted();
+    const consumer = await this.js.consumers.get(`OBJ_${this.bucket}`, {
+      filter_subjects: `$O.${this.bucket}.C.${info.nuid}`,
+    });
+    const messages = await consumer.consume({ max_messages: READ_AHEAD_CHUNKS });
+    const stop = (): void => void messages.close().catch(() => undefined);
+    signal.addEventListener('abort', stop, { once: true });
+    const sha = createHash('sha256');
+    let got = 0;
+    try {
+      for await (const m of messages) {
+        if (m.data.byteLength > 0) {
+          sha.update(m.data);
+          got += m.data.byteLength;
+          yield m.data;
+        }
+        if (m.info.pending === 0 || got >= info.size) break;
+      }
+      signal.throwIfAborted();
+    } finally {
+      signal.removeEventListener('abort', stop);
+      await messages.close().catch(() => undefined);
+      // An ordered consumer outlives its close by its inactive threshold (minutes): one per
+      // finalized output would pile up on the stream.
+      await consumer.delete().catch(() => undefined);
+    }
+    if (got !== info.size) {
+      throw new Error(`object ${JSON.stringify(ref)} read ${got} bytes of its ${info.size}`);
+    }
+    const want = normalDigest(info.digest.replace(/^SHA-256=/i, ''));
+    if (normalDigest(sha.digest('base64')) !== want) {
+      throw new Error(`object ${JSON.stringify(ref)} does not match its digest ${info.digest}`);
+    }
   }
 
   async delete(ref: string): Promise<void> {

@@ -8,7 +8,21 @@ export interface OutputStore {
   put(key: string, data: Uint8Array): Promise<string>;
   /** The bytes under `ref`, or null when there is no such object. */
   get(ref: string): Promise<Uint8Array | null>;
+  /** The size of the object under `ref` from its metadata (no byte read), or null. */
+  stat(ref: string): Promise<OutputInfo | null>;
+  /**
+   * The bytes under `ref` in chunks, read ahead by a few chunks only, so memory does not grow
+   * with the object. Stops (and throws) once `signal` aborts; throws when the object is
+   * missing or does not match its stored size or digest.
+   */
+  read(ref: string, signal: AbortSignal): AsyncIterable<Uint8Array>;
   delete(ref: string): Promise<void>;
+}
+
+/** What a store knows of an object without reading it. */
+export interface OutputInfo {
+  /** Stored size in bytes. */
+  size: number;
 }
 
 /** Outputs up to this size travel inline in the result, base64. */

@@ -27,14 +27,47 @@ export interface ResultRecord {
 export type UpsertOutcome = 'written' | 'unchanged';
 
 /**
+ * A validated output as a sink receives it. A large output is never held whole in memory:
+ * a sink that needs its bytes streams them with `chunks`.
+ */
+export interface OutputBody {
+  /** Size in bytes. */
+  readonly bytes: number;
+  /** The whole output when at most {@link INLINE_OUTPUT_MAX} bytes, else null. */
+  readonly small: Uint8Array | null;
+  /**
+   * The output in chunks, read from the output store (for a large one) a few at a time.
+   * Pass the sink's `signal`: the read stops when the write's deadline passes.
+   */
+  chunks(signal: AbortSignal): AsyncIterable<Uint8Array>;
+}
+
+/**
  * Where finalized results go. The finalizer pool takes one in its options, so a user can send
  * results to their own database. Implementations must be idempotent per attempt: the same
  * `(key, attemptId)` upserted twice leaves one record, since a job can run more than once
  * (a redelivery after a lost ack, a re-enqueue after the dedupe window).
  */
 export interface ResultsSink {
-  /** Upserts the record under `<runId>.<taskId>`; `output` is the validated output bytes. */
-  upsert(record: ResultRecord, output: Uint8Array): Promise<UpsertOutcome>;
+  /**
+   * Upserts the record under `<runId>.<taskId>`; `output` is the validated output. `signal`
+   * aborts when the write's deadline (the finalize lease) passes: the job is then retried
+   * whether or not the write stops, so a write should honour it.
+   */
+  upsert(record: ResultRecord, output: OutputBody, signal: AbortSignal): Promise<UpsertOutcome>;
+}
+
+/** An output already in memory (an inline one, or a test's) as a sink receives it. */
+export function bodyOf(bytes: Uint8Array): OutputBody {
+  return {
+    bytes: bytes.byteLength,
+    small: bytes.byteLength <= INLINE_OUTPUT_MAX ? bytes : null,
+    // Bytes already in hand: nothing to await, but the contract is an async iterable.
+    // eslint-disable-next-line @typescript-eslint/require-await
+    chunks: async function* () {
+      yield bytes;
+    },
+  };
 }
 
 /** The sink key of a task: `<runId>.<taskId>`. */
@@ -62,15 +95,16 @@ export class KvResultsSink implements ResultsSink {
     return new KvResultsSink(await new Kvm(nc).open(n.buckets.results));
   }
 
-  async upsert(record: ResultRecord, output: Uint8Array): Promise<UpsertOutcome> {
+  async upsert(record: ResultRecord, output: OutputBody): Promise<UpsertOutcome> {
     const key = resultKeyOf(record.runId, record.taskId);
     // Same attempt already there: a duplicate job. Keep the first record (and its time).
     const existing = await this.get(record.runId, record.taskId);
     if (existing?.attemptId === record.attemptId) return 'unchanged';
     const value: StoredResult = { ...record };
-    if (output.byteLength <= INLINE_OUTPUT_MAX) {
-      if (record.kind === 'json') value.json = JSON.parse(decoder.decode(output)) as unknown;
-      else value.inline = Buffer.from(output).toString('base64');
+    const small = output.small;
+    if (small) {
+      if (record.kind === 'json') value.json = JSON.parse(decoder.decode(small)) as unknown;
+      else value.inline = Buffer.from(small).toString('base64');
     }
     await this.kv.put(key, JSON.stringify(value));
     return 'written';

@@ -18,8 +18,14 @@ import { loadConfig } from '../../src/config.js';
 import type { SonarConfig } from '../../src/config.js';
 import { silentLogger } from '../../src/log.js';
 import { outputKey } from '../../src/storage/output-store.js';
-import type { OutputStore } from '../../src/storage/output-store.js';
-import type { ResultRecord, ResultsSink, UpsertOutcome } from '../../src/storage/results-sink.js';
+import type { OutputInfo, OutputStore } from '../../src/storage/output-store.js';
+import { NatsOutputStore } from '../../src/storage/nats-output-store.js';
+import type {
+  OutputBody,
+  ResultRecord,
+  ResultsSink,
+  UpsertOutcome,
+} from '../../src/storage/results-sink.js';
 import { jetstream } from '@nats-io/jetstream';
 
 /** A writer of its own, as a second backend would have: loop, writer, store. */
@@ -64,6 +70,13 @@ export interface SeedOptions {
   /** The output bytes of a task. */
   outputFor?: (taskId: string) => Uint8Array;
   outputs?: OutputStore;
+  /**
+   * The ref a stored output's result reports, when not the attempt's own object (a worker
+   * pointing at another object); nothing is uploaded for it then.
+   */
+  refFor?: (taskId: string) => string | undefined;
+  /** The `bytes` a result declares, when not the output's real size. */
+  declaredBytesFor?: (taskId: string) => number | undefined;
   /**
    * Attempts before the accepted one (default 1): attempt k is `a<k>`; each earlier attempt
    * is published, started and requeued (`operator`), so jobs for it are stale.
@@ -150,9 +163,10 @@ export async function seedFinalizing(
     let job: FinalizeJob;
     if (o.stored?.(taskId)) {
       if (!o.outputs) throw new Error('seedFinalizing: stored outputs need `outputs`');
-      const ref = outputKey(o.runId, taskId, attemptId);
+      const foreign = o.refFor?.(taskId);
+      const ref = foreign ?? outputKey(o.runId, taskId, attemptId);
       const store = o.outputs;
-      uploads.push(() => store.put(ref, bytes));
+      if (foreign === undefined) uploads.push(() => store.put(ref, bytes));
       job = { runId: o.runId, taskId, attemptId, outputRef: ref };
     } else {
       const inline = Buffer.from(bytes).toString('base64');
@@ -164,7 +178,7 @@ export async function seedFinalizing(
         attemptId,
         workerId: 'w1',
         outputRef: job.outputRef,
-        outputBytes: bytes.byteLength,
+        outputBytes: o.declaredBytesFor?.(taskId) ?? bytes.byteLength,
         ...(job.outputInline === undefined ? {} : { outputInline: job.outputInline }),
       }),
     );
@@ -190,12 +204,27 @@ export async function enqueueAll(
   }
 }
 
-/** The smallest OutputStore over the `sonar_outputs` object store (@nats-io/obj). */
+/**
+ * The smallest OutputStore over the `sonar_outputs` object store (@nats-io/obj); metadata and
+ * chunked reads are the production store's.
+ */
 export class ObjOutputStore implements OutputStore {
-  constructor(private readonly os: ObjectStore) {}
+  constructor(
+    private readonly os: ObjectStore,
+    private readonly chunked: NatsOutputStore,
+  ) {}
 
   static async open(nc: NatsConnection, n: Names): Promise<ObjOutputStore> {
-    return new ObjOutputStore(await new Objm(nc).open(n.objectStores.outputs));
+    const os = await new Objm(nc).open(n.objectStores.outputs);
+    return new ObjOutputStore(os, await NatsOutputStore.open(nc, n));
+  }
+
+  stat(ref: string): Promise<OutputInfo | null> {
+    return this.chunked.stat(ref);
+  }
+
+  read(ref: string, signal: AbortSignal): AsyncIterable<Uint8Array> {
+    return this.chunked.read(ref, signal);
   }
 
   async put(key: string, data: Uint8Array): Promise<string> {
@@ -254,7 +283,7 @@ export class InstrumentedSink implements ResultsSink {
     private readonly shared: Gauge[] = [],
   ) {}
 
-  upsert(record: ResultRecord, output: Uint8Array): Promise<UpsertOutcome> {
+  upsert(record: ResultRecord, output: OutputBody, signal: AbortSignal): Promise<UpsertOutcome> {
     const key = `${record.runId}.${record.taskId}`;
     const callsForKey = this.calls.filter((c) => c.key === key).length + 1;
     this.calls.push({ key, attemptId: record.attemptId, at: performance.now() });
@@ -262,7 +291,7 @@ export class InstrumentedSink implements ResultsSink {
       if (this.delayMs > 0) await new Promise((r) => setTimeout(r, this.delayMs));
       if (this.hold) await this.hold;
       if (this.failWhen?.(record, callsForKey)) throw new Error(`sink refused ${key}`);
-      return this.inner ? this.inner.upsert(record, output) : 'written';
+      return this.inner ? this.inner.upsert(record, output, signal) : 'written';
     }, this.shared);
   }
 
@@ -271,19 +300,44 @@ export class InstrumentedSink implements ResultsSink {
   }
 }
 
-/** An output store that records concurrent reads. */
+/** An output store that records concurrent reads, and every byte read. */
 export class InstrumentedOutputs implements OutputStore {
   readonly reads = new Gauge();
+  /** Bytes handed out by `get` and `read`, per ref. */
+  readonly bytesRead = new Map<string, number>();
   constructor(
     private readonly inner: OutputStore,
     private readonly shared: Gauge[] = [],
   ) {}
 
+  private count(ref: string, bytes: number): void {
+    this.bytesRead.set(ref, (this.bytesRead.get(ref) ?? 0) + bytes);
+  }
+
   put(key: string, data: Uint8Array): Promise<string> {
     return this.inner.put(key, data);
   }
   get(ref: string): Promise<Uint8Array | null> {
-    return this.reads.track(() => this.inner.get(ref), this.shared);
+    return this.reads.track(async () => {
+      const data = await this.inner.get(ref);
+      this.count(ref, data?.byteLength ?? 0);
+      return data;
+    }, this.shared);
+  }
+  stat(ref: string): Promise<OutputInfo | null> {
+    return this.inner.stat(ref);
+  }
+  async *read(ref: string, signal: AbortSignal): AsyncIterable<Uint8Array> {
+    const gauges = [this.reads, ...this.shared];
+    for (const g of gauges) g.max = Math.max(g.max, ++g.now);
+    try {
+      for await (const chunk of this.inner.read(ref, signal)) {
+        this.count(ref, chunk.byteLength);
+        yield chunk;
+      }
+    } finally {
+      for (const g of gauges) g.now--;
+    }
   }
   delete(ref: string): Promise<void> {
     return this.inner.delete(ref);

@@ -254,6 +254,35 @@ describe('bad requests', () => {
   });
 });
 
+describe('result refs', () => {
+  it("refuses a ref that is not the attempt's own object, writing nothing", async () => {
+    const { api, publish, creds, count } = await world();
+    const d = await publish('t0');
+    const other = await publish('t1');
+    await api.request('start', creds(d));
+    const before = await count('t0');
+    const foreign = [
+      `r1/t1/${other.attemptId}`, // another task's output
+      'r1/t0/a-previous', // another attempt of this task
+      '../../etc/passwd',
+    ];
+    for (const ref of foreign) {
+      await expect(
+        api.request('result', { ...creds(d), output: { ref, bytes: 20_000 } }),
+      ).rejects.toMatchObject({
+        code: 'validation',
+        message: expect.stringContaining(
+          `'output.ref' is ${JSON.stringify(ref)}, not this attempt's own object "r1/t0/${d.attemptId}"`,
+        ),
+      });
+    }
+    expect(await count('t0')).toBe(before);
+    const own = `r1/t0/${d.attemptId}`;
+    await api.request('result', { ...creds(d), output: { ref: own, bytes: 20_000 } });
+    expect(await count('t0')).toBe(before + 1);
+  });
+});
+
 describe('worker lifecycle', () => {
   it('drain and leave are idempotent; a Left worker gets conflict', async () => {
     const { ctx, n, api, publish, creds } = await world();

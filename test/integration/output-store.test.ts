@@ -91,6 +91,47 @@ function conformance(name: string, open: () => Promise<OutputStore>): void {
       await expect(store.delete(ref)).resolves.toBeUndefined();
     });
 
+    it('states an object size without reading it, and null for a missing one', async () => {
+      const ref = await store.put(outputKey('r1', 't7', 'a1'), bytes(300_000));
+      expect(await store.stat(ref)).toEqual({ size: 300_000 });
+      expect(await store.stat(outputKey('r1', 'missing', 'a1'))).toBeNull();
+    });
+
+    it('reads an object in chunks (several for 1 MiB), and stops when aborted', async () => {
+      const ref = await store.put(outputKey('r1', 't8', 'a1'), bytes(1024 * 1024, 5));
+      const chunks: Uint8Array[] = [];
+      for await (const c of store.read(ref, new AbortController().signal)) chunks.push(c);
+      expect(chunks.length).toBeGreaterThan(1);
+      expect(Buffer.concat(chunks).equals(bytes(1024 * 1024, 5))).toBe(true);
+      const ac = new AbortController();
+      const read = (async () => {
+        for await (const _c of store.read(ref, ac.signal)) ac.abort(new Error('enough'));
+      })();
+      await expect(read).rejects.toThrow('enough');
+      const missing = (async () => {
+        for await (const _c of store.read(outputKey('r1', 'none', 'a1'), ac.signal));
+      })();
+      await expect(missing).rejects.toThrow();
+    });
+
+    it('leaves no consumer behind after reads', async () => {
+      const ref = await store.put(outputKey('r1', 't9', 'a1'), bytes(300_000));
+      const jsm = await jetstreamManager(nc);
+      /** Consumers on every object store stream (the client's own `get` leaves some). */
+      const consumers = async () => {
+        let count = 0;
+        for await (const s of jsm.streams.list()) {
+          if (s.config.name.startsWith('OBJ_')) count += s.state.consumer_count;
+        }
+        return count;
+      };
+      const before = await consumers();
+      for (let i = 0; i < 3; i++) {
+        for await (const _c of store.read(ref, new AbortController().signal));
+      }
+      expect(await consumers()).toBeLessThanOrEqual(before);
+    });
+
     it('refuses an output over SONAR_MAX_OUTPUT before sending it', async () => {
       const err = await store
         .put(outputKey('r1', 't6', 'a1'), new Uint8Array(MAX + 1))

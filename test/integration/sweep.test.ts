@@ -14,7 +14,7 @@ import type { SweepReport } from '../../src/backend/sweep.js';
 import { FULL_SWEEP_KEY, claimSweepTurn } from '../../src/backend/sweep/sweep-claim.js';
 import { Sweeper } from '../../src/backend/sweeper.js';
 import { silentLogger } from '../../src/log.js';
-import { KvResultsSink } from '../../src/storage/results-sink.js';
+import { KvResultsSink, bodyOf } from '../../src/storage/results-sink.js';
 import { FinalizerPool } from '../../src/backend/finalizer-pool.js';
 import { FailureLog } from '../../src/backend/finalize-failures.js';
 import { scanStream } from '../../src/backend/sweep/stream-scan.js';
@@ -302,7 +302,7 @@ describe('the full sweep', () => {
         kind: 'json',
         finalizedAt: new Date().toISOString(),
       },
-      new TextEncoder().encode('{}'),
+      bodyOf(new TextEncoder().encode('{}')),
     );
     const failures = await FailureLog.open(nc, n);
     await failures.record(job!, {

@@ -9,7 +9,7 @@ import { ensureDispatchConsumer } from '../../../streams/provision.js';
 import { enqueueFinalization } from '../../../streams/queues.js';
 import { assertOutputSize } from '../../limits.js';
 import type { JoinReply, ParsedRequestOf } from '../../protocol.js';
-import { INLINE_OUTPUT_MAX } from '../../storage/output-store.js';
+import { INLINE_OUTPUT_MAX, outputKey } from '../../storage/output-store.js';
 import type { Handlers } from '../api-service.js';
 import type { BackendContext } from '../context.js';
 import { didHappen, resolveAttempt, staleError } from './attempt.js';
@@ -87,10 +87,20 @@ async function handleAttempt(
 const sameWorker = (req: AttemptRequest) => (d: Record<string, unknown>) =>
   d['workerId'] === req.workerId;
 
-/** Checks a result's output against the inline and SONAR_MAX_OUTPUT limits. */
-function checkOutput(output: ParsedRequestOf<'result'>['output'], maxOutputBytes: number): void {
+/**
+ * Checks a result's output against the inline and SONAR_MAX_OUTPUT limits, and that a stored
+ * output is the attempt's own object (where the worker SDK uploads it), so that a result
+ * cannot finalize another task's output.
+ */
+function checkOutput(req: ParsedRequestOf<'result'>, maxOutputBytes: number): void {
+  const { output } = req;
   assertOutputSize('output.bytes', output.bytes, maxOutputBytes);
-  if (!('inline' in output)) return;
+  if (!('inline' in output)) {
+    const own = outputKey(req.runId, req.taskId, req.attemptId);
+    if (output.ref === own) return;
+    const message = `'output.ref' is ${JSON.stringify(output.ref)}, not this attempt's own object ${JSON.stringify(own)}: upload the output under <runId>/<taskId>/<attemptId>`;
+    throw new ValidationError(message, [{ path: 'output.ref', message }]);
+  }
   const decoded = Buffer.byteLength(output.inline, 'base64');
   if (decoded !== output.bytes) {
     const message = `'output.bytes' is ${output.bytes} but 'output.inline' decodes to ${decoded} bytes`;
@@ -184,7 +194,7 @@ export function workerHandlers(ctx: BackendContext): Handlers {
       }),
 
     result: (req) => {
-      checkOutput(req.output, ctx.config.maxOutputBytes);
+      checkOutput(req, ctx.config.maxOutputBytes);
       const inline = 'inline' in req.output ? req.output.inline : undefined;
       return handleAttempt(ctx, req, {
         type: 'TaskResultAccepted',
