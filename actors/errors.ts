@@ -33,6 +33,21 @@ export interface Issue {
   message: string;
 }
 
+/**
+ * At most this many issues are listed in a message and carried in `details.issues`: a file
+ * with a hundred thousand bad steps would otherwise make a reply larger than a NATS message
+ * may be, and the client would see no answer at all.
+ */
+export const MAX_ISSUES_LISTED = 100;
+
+/** The issues as `'<path>' <problem>; ...`, the first MAX_ISSUES_LISTED, and those listed. */
+export function listIssues(issues: readonly Issue[]): { text: string; listed: Issue[] } {
+  const listed = issues.slice(0, MAX_ISSUES_LISTED);
+  const more = issues.length - listed.length;
+  const text = listed.map((i) => `'${i.path}' ${i.message}`).join('; ');
+  return { text: more > 0 ? `${text}; and ${more} more` : text, listed };
+}
+
 export class ValidationError extends SonarError {
   override readonly name = 'ValidationError';
   constructor(
