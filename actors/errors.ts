@@ -1,6 +1,7 @@
 /**
  * Errors shared by every layer. actors/ is the innermost layer, so streams/ and src/ extend
- * these. The wire codes are DESIGN.md section 6; `decode` and `timeout` never reach the wire.
+ * these. The wire codes are DESIGN.md section 6 plus `overloaded` (README, Contract);
+ * `decode`, `timeout` and `unknown` never reach the wire.
  */
 export const ErrorCode = {
   Validation: 'validation',
@@ -10,8 +11,15 @@ export const ErrorCode = {
   IllegalTransition: 'illegal_transition',
   Conflict: 'conflict',
   Unavailable: 'unavailable',
+  /**
+   * The backends hold as much open work as they may (`SONAR_MAX_OPEN_TASKS`): not retried at
+   * once, unlike `unavailable`; submit again once open tasks have settled.
+   */
+  Overloaded: 'overloaded',
   Decode: 'decode',
   Timeout: 'timeout',
+  /** A reply's code this client does not know (a newer backend's): a final failure. */
+  Unknown: 'unknown',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 
