@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { inputDepthProblem } from './limits.js';
+import { MAX_SLOTS_CAP, MAX_WORKER_TAGS } from './pulse-size.js';
 
 /**
  * The worker and client protocol of DESIGN.md section 6, as zod schemas: the backend
@@ -91,8 +92,9 @@ export const requestSchemas = {
     workerId: id,
     host: z.string().min(1).max(255),
     instanceId: z.string().max(255).optional(),
-    tags: z.array(id).min(1),
-    slots: z.number().int().min(1).max(10_000),
+    tags: z.array(id).min(1).max(MAX_WORKER_TAGS),
+    // Also at most what a full pulse can list in one message (pulse-size.ts, checked by join).
+    slots: z.number().int().min(1).max(MAX_SLOTS_CAP),
   }),
   [Verb.Start]: z.strictObject(attemptFields),
   [Verb.Result]: z.strictObject({ ...attemptFields, output: outputSchema }),

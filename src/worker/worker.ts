@@ -3,12 +3,13 @@ import { jetstream } from '@nats-io/jetstream';
 import type { Consumer, JsMsg } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
-import { ErrorCode, ValidationError } from '../../actors/errors.js';
+import { ErrorCode } from '../../actors/errors.js';
 import { assertId } from '../../actors/ids.js';
 import { names } from '../../streams/names.js';
 import type { Names } from '../../streams/names.js';
 import { newId } from '../ids.js';
 import { outputSizeProblem } from '../limits.js';
+import { assertSlotsFit, DEFAULT_MAX_PAYLOAD } from '../pulse-size.js';
 import type { Logger } from '../log.js';
 import { connectNats } from '../nats.js';
 import { cancelControlSchema, dispatchMessageSchema } from '../protocol.js';
@@ -99,17 +100,8 @@ export class Worker {
 
   constructor(options: WorkerOptions) {
     this.opts = resolveWorkerOptions(options);
-    if (this.opts.tags.length === 0) {
-      throw new ValidationError("'tags' needs at least one tag", [
-        { path: 'tags', message: 'needs at least one tag' },
-      ]);
-    }
-    this.opts.tags.forEach((t, i) => assertId(`tags.${i}`, t));
-    if (!Number.isInteger(this.opts.slots) || this.opts.slots < 1) {
-      const message = `must be a whole number of at least 1, got ${JSON.stringify(this.opts.slots)}`;
-      throw new ValidationError(`'slots' ${message}`, [{ path: 'slots', message }]);
-    }
-    this.host = options.host ?? hostname();
+    // As the join schema takes it: the pulse carries the same, within its size bound.
+    this.host = (options.host ?? hostname()).slice(0, 255);
     const safeHost = this.host.replace(/[^A-Za-z0-9_-]/g, '-').slice(0, 40);
     this.workerId = options.workerId ?? `${safeHost}-${newId()}`;
     assertId('workerId', this.workerId);
@@ -164,6 +156,8 @@ export class Worker {
         maxReconnectAttempts: -1,
       }));
     const nc = this.nc;
+    // A server may take smaller messages than the 1 MiB the options were checked against.
+    assertSlotsFit(o.slots, nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD);
     void nc.closed().then((err) => {
       if (!this.lifecycle.signal.aborted) {
         void this.failWith(err ?? new Error('the NATS connection closed'));
@@ -183,7 +177,7 @@ export class Worker {
       'join',
       {
         workerId: this.workerId,
-        host: this.host.slice(0, 255),
+        host: this.host,
         ...(this.instanceId !== undefined && { instanceId: this.instanceId }),
         tags: o.tags,
         slots: o.slots,

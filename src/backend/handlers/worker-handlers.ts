@@ -8,6 +8,7 @@ import { keyOf } from '../../../actors/ids.js';
 import { ensureDispatchConsumer } from '../../../streams/provision.js';
 import { enqueueFinalization } from '../../../streams/queues.js';
 import { assertOutputSize } from '../../limits.js';
+import { assertSlotsFit, DEFAULT_MAX_PAYLOAD } from '../../pulse-size.js';
 import type { JoinReply, ParsedRequestOf } from '../../protocol.js';
 import { INLINE_OUTPUT_MAX } from '../../storage/output-store.js';
 import type { Handlers } from '../api-service.js';
@@ -128,6 +129,9 @@ export function workerHandlers(ctx: BackendContext): Handlers {
 
   return {
     join: async (req): Promise<JoinReply> => {
+      // A worker whose pulse cannot fit in a message would lose its key at its first busy
+      // pulse, and its tasks with it: refused before anything is written.
+      assertSlotsFit(req.slots, ctx.nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD);
       const reply: JoinReply = {
         pulseIntervalMs: ctx.config.pulseIntervalMs,
         pulseTtlMs: ctx.config.pulseTtlMs,
