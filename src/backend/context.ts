@@ -5,6 +5,7 @@ import type { Names } from '../../streams/names.js';
 import type { SonarConfig } from '../config.js';
 import type { Logger } from '../log.js';
 import type { OutputStore } from '../storage/output-store.js';
+import type { DispatchConsumers } from './dispatch-consumers.js';
 import type { EventWriter } from './event-writer.js';
 import type { ProjectionLoop } from './projection-loop.js';
 import type { Registry } from './registry.js';
@@ -23,6 +24,8 @@ export interface BackendContext {
   loop: ProjectionLoop;
   writer: EventWriter;
   registry: Registry;
+  /** The `dispatch_<tag>` consumers made sure of, for `join`, the leader and the sweep. */
+  dispatchConsumers: DispatchConsumers;
   outputs: OutputStore;
   log: Logger;
   /** This backend's id (leader election, `by` fields): unique per process. */

@@ -1,5 +1,5 @@
 import { hostname } from 'node:os';
-import { jetstream } from '@nats-io/jetstream';
+import { JetStreamApiCodes, JetStreamApiError, jetstream } from '@nats-io/jetstream';
 import type { Consumer, JsMsg } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
@@ -87,6 +87,8 @@ export class Worker {
    */
   private readonly starting = new Set<string>();
   private pullLoops: Promise<void>[] = [];
+  /** A join sent again to have a vanished dispatch consumer recreated, while in flight. */
+  private rejoining: Promise<void> | null = null;
   /** Messages between pull and report: the drain waits for these. */
   private handling = 0;
   private idleWaiters: (() => void)[] = [];
@@ -173,17 +175,9 @@ export class Worker {
       this.instanceId =
         (await imds.get('/latest/meta-data/instance-id').catch(() => null)) ?? undefined;
     }
-    const reply = await this.api.request<'join', JoinReply>(
-      'join',
-      {
-        workerId: this.workerId,
-        host: this.host,
-        ...(this.instanceId !== undefined && { instanceId: this.instanceId }),
-        tags: o.tags,
-        slots: o.slots,
-      },
-      { signal: this.lifecycle.signal },
-    );
+    const reply = await this.api.request<'join', JoinReply>('join', this.joinRequest(), {
+      signal: this.lifecycle.signal,
+    });
     const kv = await new Kvm(this.nc).open(this.n.buckets.workers);
     this.pulse = new Pulse(
       kv,
@@ -214,6 +208,47 @@ export class Worker {
       this.spot.start();
     }
     this.log.info('worker joined', { tags: o.tags, slots: o.slots, spot: spotOn });
+  }
+
+  private joinRequest() {
+    return {
+      workerId: this.workerId,
+      host: this.host,
+      ...(this.instanceId !== undefined && { instanceId: this.instanceId }),
+      tags: this.opts.tags,
+      slots: this.opts.slots,
+    };
+  }
+
+  /**
+   * After a failed pull: whether the tag's `dispatch_<tag>` consumer is gone (the sweep
+   * deletes consumers of tags nobody advertised for a day, and may do so just as this worker
+   * joins). Workers may not create consumers; `join` recreates them. The same join again is
+   * answered as the first (an id's join data never changes), so the worker sends it again,
+   * once at a time whatever the number of tags, and its pull loops then find their consumer.
+   */
+  private async rebindIfGone(consumer: Consumer): Promise<boolean> {
+    try {
+      await consumer.info();
+      return false;
+    } catch (err: unknown) {
+      if (!(err instanceof JetStreamApiError && err.code === JetStreamApiCodes.ConsumerNotFound)) {
+        return false;
+      }
+    }
+    this.rejoining ??= (async () => {
+      this.log.warn('dispatch consumer gone: joining again to have it recreated');
+      try {
+        await this.api!.request('join', this.joinRequest(), { signal: this.lifecycle.signal });
+      } catch (err: unknown) {
+        if (isApiError(err, ErrorCode.Conflict)) await this.failWith(err);
+        else this.log.warn('join again failed: retried at the next failed pull', { err });
+      }
+    })().finally(() => {
+      this.rejoining = null;
+    });
+    await this.rejoining;
+    return true;
   }
 
   private entry(): Omit<RegistryEntry, 'pulseAt'> {
@@ -267,7 +302,8 @@ export class Worker {
         giveBack(taken - got);
         got = taken;
         if (!this.accepting) break;
-        this.log.warn('pull failed', { err });
+        if (!(await this.rebindIfGone(consumer))) this.log.warn('pull failed', { err });
+        if (!this.accepting) break;
         await new Promise((r) => setTimeout(r, NAK_DELAY_MS));
       }
       giveBack(taken - got);

@@ -5,7 +5,6 @@ import {
   ValidationError,
 } from '../../../actors/errors.js';
 import { keyOf } from '../../../actors/ids.js';
-import { ensureDispatchConsumer } from '../../../streams/provision.js';
 import { enqueueFinalization } from '../../../streams/queues.js';
 import { assertOutputSize } from '../../limits.js';
 import { assertSlotsFit, DEFAULT_MAX_PAYLOAD } from '../../pulse-size.js';
@@ -147,7 +146,9 @@ export function workerHandlers(ctx: BackendContext): Handlers {
       const existing = await workerOf(ctx, req.workerId);
       if (existing) check(existing.value, joinedData(existing.context));
       // The consumers exist before the answer: the worker binds to them right after.
-      await Promise.all(req.tags.map((t) => ensureDispatchConsumer(ctx.jsm, n, t)));
+      // Always asked of the server, never of the cache: a worker whose consumer was deleted
+      // (the sweep) joins again to have it recreated.
+      await Promise.all(req.tags.map((t) => ctx.dispatchConsumers.ensure(t, { force: true })));
       if (existing) return reply;
       try {
         await writer.write({
