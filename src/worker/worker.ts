@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { JetStreamApiCodes, JetStreamApiError, jetstream } from '@nats-io/jetstream';
-import type { Consumer, JsMsg } from '@nats-io/jetstream';
+import type { Consumer, JetStreamClient, JsMsg } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import { ErrorCode } from '../../actors/errors.js';
@@ -46,6 +46,8 @@ interface RunningTask {
 
 /** A dispatch message that cannot be started now goes back after this delay. */
 const NAK_DELAY_MS = 1_000;
+/** Binding to a consumer found gone just after join: join again this many times, at most. */
+const BIND_ATTEMPTS = 3;
 /** Results and failures are retried this long: giving up leaves the task Running here. */
 const REPORT_RETRY_MS = 5 * 60_000;
 /** Drain, release and leave are retried this long: the reconciler covers a lost one. */
@@ -197,7 +199,7 @@ export class Worker {
     const js = jetstream(this.nc);
     const consumers = await Promise.all(
       o.tags.map((t) =>
-        js.consumers.get(reply.stream, reply.consumers[t] ?? this.n.consumers.dispatch(t)),
+        this.bind(js, reply.stream, reply.consumers[t] ?? this.n.consumers.dispatch(t)),
       ),
     );
     if (this._state !== 'Running') return; // drained or failed while joining
@@ -221,21 +223,39 @@ export class Worker {
   }
 
   /**
-   * After a failed pull: whether the tag's `dispatch_<tag>` consumer is gone (the sweep
-   * deletes consumers of tags nobody advertised for a day, and may do so just as this worker
-   * joins). Workers may not create consumers; `join` recreates them. The same join again is
-   * answered as the first (an id's join data never changes), so the worker sends it again,
-   * once at a time whatever the number of tags, and its pull loops then find their consumer.
+   * The tag's consumer, as `join` made it. The sweep deletes the consumers of tags nobody
+   * advertised for a day, and may do so just after `join` answered: then join again.
    */
+  private async bind(js: JetStreamClient, stream: string, name: string): Promise<Consumer> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await js.consumers.get(stream, name);
+      } catch (err: unknown) {
+        if (!isConsumerNotFound(err) || attempt >= BIND_ATTEMPTS) throw err;
+        await this.rejoin();
+      }
+    }
+  }
+
+  /** After a failed pull: whether the consumer was gone (and the join was sent again). */
   private async rebindIfGone(consumer: Consumer): Promise<boolean> {
     try {
       await consumer.info();
       return false;
     } catch (err: unknown) {
-      if (!(err instanceof JetStreamApiError && err.code === JetStreamApiCodes.ConsumerNotFound)) {
-        return false;
-      }
+      if (!isConsumerNotFound(err)) return false;
     }
+    await this.rejoin();
+    return true;
+  }
+
+  /**
+   * Has the dispatch consumers recreated. Workers may not create consumers; `join` does,
+   * before it answers. The same join again is answered as the first (an id's join data never
+   * changes) and appends nothing, so the worker sends it again: once at a time whatever the
+   * number of tags, and its pull loops then find their consumer.
+   */
+  private rejoin(): Promise<void> {
     this.rejoining ??= (async () => {
       this.log.warn('dispatch consumer gone: joining again to have it recreated');
       try {
@@ -247,8 +267,7 @@ export class Worker {
     })().finally(() => {
       this.rejoining = null;
     });
-    await this.rejoining;
-    return true;
+    return this.rejoining;
   }
 
   private entry(): Omit<RegistryEntry, 'pulseAt'> {
@@ -636,6 +655,9 @@ export class Worker {
     else await drained;
   }
 }
+
+const isConsumerNotFound = (err: unknown): boolean =>
+  err instanceof JetStreamApiError && err.code === JetStreamApiCodes.ConsumerNotFound;
 
 function exitCodeOf(err: unknown): number {
   return err instanceof CommandFailedError ? err.exitCode : -1;
