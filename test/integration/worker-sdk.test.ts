@@ -229,9 +229,12 @@ describe('createWorker', () => {
     const joins: unknown[] = [];
     const api = nc.subscribe(n.subjects.apiAll, {
       callback: (_e, m) => {
-        void (async () => {
+        void (async (): Promise<void> => {
           const verb = m.subject.slice(n.subjects.api('').length);
-          if (verb !== 'join') return m.respond(JSON.stringify({ ok: {} }));
+          if (verb !== 'join') {
+            m.respond(JSON.stringify({ ok: {} }));
+            return;
+          }
           joins.push(m.json());
           // The first join answers with the consumer already deleted (the sweep raced it).
           if (joins.length > 1) await ensureDispatchConsumer(await jetstreamManager(nc), n, 'a');

@@ -133,7 +133,7 @@ describe('dashboard views', () => {
       { id: 'b', after: ['a'] },
     ]);
     expect([...cyclic.keys()].sort()).toEqual(['a', 'b']);
-  });
+  }, 60_000);
 
   it('the overview counts capacity per tag from eligible workers', () => {
     const { p } = world();

@@ -19,7 +19,7 @@ describe('nestsDeeperThan', () => {
     expect(() => JSON.stringify(deep)).toThrow(RangeError);
     expect(nestsDeeperThan(deep, 64)).toBe(true);
     expect(nestsDeeperThan(deep, levels)).toBe(false);
-  });
+  }, 60_000);
 
   it('stops on a cyclic value (an SDK caller may pass one) once past the bound', () => {
     const a: unknown[] = [];
