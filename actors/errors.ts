@@ -1,6 +1,7 @@
 /**
  * Errors shared by every layer. actors/ is the innermost layer, so streams/ and src/ extend
- * these. The wire codes are DESIGN.md section 6; `decode` and `timeout` never reach the wire.
+ * these. The wire codes are DESIGN.md section 6 plus `overloaded` (README, Contract);
+ * `decode`, `timeout` and `unknown` never reach the wire.
  */
 export const ErrorCode = {
   Validation: 'validation',
@@ -10,8 +11,15 @@ export const ErrorCode = {
   IllegalTransition: 'illegal_transition',
   Conflict: 'conflict',
   Unavailable: 'unavailable',
+  /**
+   * The backends hold as much open work as they may (`SONAR_MAX_OPEN_TASKS`): not retried at
+   * once, unlike `unavailable`; submit again once open tasks have settled.
+   */
+  Overloaded: 'overloaded',
   Decode: 'decode',
   Timeout: 'timeout',
+  /** A reply's code this client does not know (a newer backend's): a final failure. */
+  Unknown: 'unknown',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 
@@ -31,6 +39,21 @@ export class SonarError extends Error {
 export interface Issue {
   path: string;
   message: string;
+}
+
+/**
+ * At most this many issues are listed in a message and carried in `details.issues`: a file
+ * with a hundred thousand bad steps would otherwise make a reply larger than a NATS message
+ * may be, and the client would see no answer at all.
+ */
+export const MAX_ISSUES_LISTED = 100;
+
+/** The issues as `'<path>' <problem>; ...`, the first MAX_ISSUES_LISTED, and those listed. */
+export function listIssues(issues: readonly Issue[]): { text: string; listed: Issue[] } {
+  const listed = issues.slice(0, MAX_ISSUES_LISTED);
+  const more = issues.length - listed.length;
+  const text = listed.map((i) => `'${i.path}' ${i.message}`).join('; ');
+  return { text: more > 0 ? `${text}; and ${more} more` : text, listed };
 }
 
 export class ValidationError extends SonarError {

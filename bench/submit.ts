@@ -58,7 +58,12 @@ function runFile(runId: string, tasks = TASKS): RunFile {
 
 /** `--backend <url> <prefix> <traces|notraces>`: a child process serving the API. */
 async function serveBackend(url: string, prefix: string, traces: string): Promise<void> {
-  const config = loadConfig({ SONAR_NATS_URL: url, SONAR_PREFIX: prefix });
+  // Its runs are never worked: every round's tasks stay open, past the default admission limit.
+  const config = loadConfig({
+    SONAR_NATS_URL: url,
+    SONAR_PREFIX: prefix,
+    SONAR_MAX_OPEN_TASKS: '100000000',
+  });
   const nc = await connectNats(config, { noAsyncTraces: traces === 'notraces' });
   const backend = await Backend.start({
     config,

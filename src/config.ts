@@ -137,6 +137,14 @@ export interface SonarConfig {
    */
   maxInputBytes: number;
   /**
+   * `SONAR_MAX_OPEN_TASKS`: a submit that would take the open tasks (not yet settled: Pending,
+   * Published, Running, Finalizing) over this many is refused with `overloaded`. Every
+   * backend holds every task in memory (about 700 B each, plus its input): the default
+   * suits a backend with 1 GiB of memory and inputs of a few KiB (README, Configuration).
+   * @defaultValue 100000
+   */
+  maxOpenTasks: number;
+  /**
    * `SONAR_LOCK_TTL`: TTL of the leader lock; must be more than the tick.
    * @defaultValue 10s
    */
@@ -249,6 +257,7 @@ export const configDefaults = {
   SONAR_SPOT_MARGIN: '10s',
   SONAR_MAX_OUTPUT: '64MiB',
   SONAR_MAX_INPUT: '256KiB',
+  SONAR_MAX_OPEN_TASKS: '100000',
   SONAR_LOCK_TTL: '10s',
   SONAR_REPLICAS: '1',
   SONAR_RETENTION: '30d',
@@ -422,6 +431,7 @@ export const sonarEnvSchema = z
     SONAR_SPOT_MARGIN: setting(d.SONAR_SPOT_MARGIN, duration(0)),
     SONAR_MAX_OUTPUT: setting(d.SONAR_MAX_OUTPUT, size),
     SONAR_MAX_INPUT: setting(d.SONAR_MAX_INPUT, size),
+    SONAR_MAX_OPEN_TASKS: setting(d.SONAR_MAX_OPEN_TASKS, integer(1)),
     SONAR_LOCK_TTL: setting(d.SONAR_LOCK_TTL, duration(1)),
     SONAR_REPLICAS: setting(d.SONAR_REPLICAS, integer(1, 5)),
     SONAR_HTTP_PORT: optionalSetting(port),
@@ -499,6 +509,7 @@ export const sonarEnvSchema = z
       spotMarginMs: env.SONAR_SPOT_MARGIN,
       maxOutputBytes: env.SONAR_MAX_OUTPUT,
       maxInputBytes: env.SONAR_MAX_INPUT,
+      maxOpenTasks: env.SONAR_MAX_OPEN_TASKS,
       lockTtlMs: env.SONAR_LOCK_TTL,
       replicas: env.SONAR_REPLICAS,
       httpPort: env.SONAR_HTTP_PORT,
@@ -547,6 +558,7 @@ const FIELD_NAMES: Record<ConfigVariable, string> = {
   SONAR_SPOT_MARGIN: 'spotMarginMs',
   SONAR_MAX_OUTPUT: 'maxOutputBytes',
   SONAR_MAX_INPUT: 'maxInputBytes',
+  SONAR_MAX_OPEN_TASKS: 'maxOpenTasks',
   SONAR_LOCK_TTL: 'lockTtlMs',
   SONAR_REPLICAS: 'replicas',
   SONAR_HTTP_PORT: 'httpPort',

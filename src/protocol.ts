@@ -1,4 +1,6 @@
 import { z } from 'zod';
+import { inputDepthProblem } from './limits.js';
+import { MAX_SLOTS_CAP, MAX_WORKER_TAGS } from './pulse-size.js';
 
 /**
  * The worker and client protocol of DESIGN.md section 6, as zod schemas: the backend
@@ -8,6 +10,25 @@ import { z } from 'zod';
  */
 const id = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must match ^[A-Za-z0-9_-]{1,64}$');
 const iso = z.iso.datetime({ offset: true });
+
+/**
+ * A task input: any JSON, nested at most MAX_INPUT_DEPTH levels. Checked here, in the schema
+ * the client and the backend both parse with, before anything serializes it (JSON.stringify
+ * recurses, and would overflow the stack on an input nested thousands of levels deep).
+ */
+const taskInput = z.unknown().superRefine((value, ctx) => {
+  const problem = inputDepthProblem(value);
+  if (problem !== null) ctx.addIssue({ code: 'custom', message: problem });
+});
+
+/**
+ * The run file's hash in `submit.begin`. It becomes part of event ids, and so of the
+ * `Nats-Msg-Id` header, where a CR or LF makes the publish throw: letters, digits, `_`, `-`
+ * only (a sha256 in hex, as the client sends, fits).
+ */
+const fileHash = z
+  .string()
+  .regex(/^[A-Za-z0-9_-]{1,128}$/, 'must match ^[A-Za-z0-9_-]{1,128}$ (e.g. a sha256 in hex)');
 
 export const Verb = {
   Join: 'join',
@@ -41,7 +62,7 @@ export const outputSchema = z.union([
 export const taskInRunFile = z.strictObject({
   id,
   command: z.array(z.string()).min(1).optional(),
-  input: z.unknown().optional(),
+  input: taskInput.optional(),
   maxAttempts: z.number().int().min(1).max(100).optional(),
   tags: z.array(id).min(1).optional(),
 });
@@ -71,8 +92,9 @@ export const requestSchemas = {
     workerId: id,
     host: z.string().min(1).max(255),
     instanceId: z.string().max(255).optional(),
-    tags: z.array(id).min(1),
-    slots: z.number().int().min(1).max(10_000),
+    tags: z.array(id).min(1).max(MAX_WORKER_TAGS),
+    // Also at most what a full pulse can list in one message (pulse-size.ts, checked by join).
+    slots: z.number().int().min(1).max(MAX_SLOTS_CAP),
   }),
   [Verb.Start]: z.strictObject(attemptFields),
   [Verb.Result]: z.strictObject({ ...attemptFields, output: outputSchema }),
@@ -96,7 +118,7 @@ export const requestSchemas = {
   }),
   [Verb.SubmitBegin]: z.strictObject({
     runId: id,
-    hash: z.string().min(1).max(128),
+    hash: fileHash,
     // Each step with its task count in place of its tasks: `StepCreated` needs the count, and
     // begin appends the steps (sonar's reading of DESIGN.md's "step without tasks").
     steps: z

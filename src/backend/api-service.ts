@@ -1,6 +1,12 @@
 import type { NatsConnection, Msg, Subscription } from '@nats-io/transport-node';
 import type { z } from 'zod';
-import { ErrorCode, SonarError, ValidationError, isSonarError } from '../../actors/errors.js';
+import {
+  ErrorCode,
+  SonarError,
+  ValidationError,
+  isSonarError,
+  listIssues,
+} from '../../actors/errors.js';
 import type { Names } from '../../streams/names.js';
 import type { Logger } from '../log.js';
 import { requestSchemas } from '../protocol.js';
@@ -22,8 +28,8 @@ export function validationErrorOf(what: string, error: z.ZodError): ValidationEr
     path: i.path.join('.') || '(root)',
     message: i.message,
   }));
-  const listed = issues.map((i) => `'${i.path}' ${i.message}`).join('; ');
-  return new ValidationError(`${what}: ${listed}`, issues);
+  const { text, listed } = listIssues(issues);
+  return new ValidationError(`${what}: ${text}`, listed);
 }
 
 /** The wire form of an error reply (DESIGN.md section 6). */
@@ -79,7 +85,25 @@ export class ApiService {
       if (!isSonarError(err)) this.log.error('api request failed', { verb, err });
       reply = errorReply(err);
     }
-    if (msg.reply) msg.respond(encoder.encode(JSON.stringify(reply)));
+    if (!msg.reply) return;
+    try {
+      msg.respond(encoder.encode(JSON.stringify(reply)));
+    } catch (err: unknown) {
+      // A reply over max_payload (or one that cannot be serialized) must still be answered,
+      // and must never reject this promise: nobody awaits it, and an unhandled rejection
+      // would end the process.
+      this.log.error('api reply not sent', { verb, err });
+      const message = `${verb}: the reply could not be sent (${err instanceof Error ? err.message : String(err)})`;
+      try {
+        msg.respond(
+          encoder.encode(
+            JSON.stringify(errorReply(new SonarError(ErrorCode.Unavailable, message))),
+          ),
+        );
+      } catch {
+        // The connection is gone: the client's request times out and is retried.
+      }
+    }
   }
 
   private async dispatch(verb: string, data: Uint8Array): Promise<unknown> {

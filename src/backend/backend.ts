@@ -14,6 +14,7 @@ import { ApiService } from './api-service.js';
 import type { Handlers } from './api-service.js';
 import type { BackendContext } from './context.js';
 import { checkDurability } from './durability-check.js';
+import { DispatchConsumers } from './dispatch-consumers.js';
 import { EventWriter } from './event-writer.js';
 import { Deadline } from '../grace.js';
 import { Liveness } from './liveness.js';
@@ -105,6 +106,7 @@ export class Backend {
       loop,
       writer: new EventWriter(store, loop),
       registry: await Registry.open(nc, n),
+      dispatchConsumers: new DispatchConsumers(jsm, n),
       outputs: await opts.parts.outputs(nc, config),
       log,
       contact,

@@ -5,6 +5,7 @@ import type { Names } from '../../streams/names.js';
 import type { SonarConfig } from '../config.js';
 import type { Logger } from '../log.js';
 import type { OutputStore } from '../storage/output-store.js';
+import type { DispatchConsumers } from './dispatch-consumers.js';
 import type { EventWriter } from './event-writer.js';
 import type { Liveness } from './liveness.js';
 import type { ProjectionLoop } from './projection-loop.js';
@@ -25,6 +26,8 @@ export interface BackendContext {
   loop: ProjectionLoop;
   writer: EventWriter;
   registry: Registry;
+  /** The `dispatch_<tag>` consumers made sure of, for `join`, the leader and the sweep. */
+  dispatchConsumers: DispatchConsumers;
   outputs: OutputStore;
   log: Logger;
   /** Whether the server answers, and since when without a break. */

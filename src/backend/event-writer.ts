@@ -24,6 +24,9 @@ export interface Written {
   duplicate: boolean;
 }
 
+/** What a Nats-Msg-Id header value may hold here: printable ASCII, no space. */
+const MSG_ID = /^[\x21-\x7e]{1,512}$/;
+
 /** Retries after a lost race: reload (wait for the loop), re-judge, at most twice (STYLE C4). */
 const MAX_CONFLICT_RETRIES = 2;
 
@@ -101,6 +104,14 @@ export class EventWriter {
   private judge(cmd: Command) {
     const ref = parseEventSubject(cmd.subject);
     if (!ref) throw new ValidationError(`not an event subject: ${cmd.subject}`);
+    // The id travels as the Nats-Msg-Id header, whose value nats.js refuses to build with a
+    // CR or LF (a throw that is no refusal). Requests are validated before they get here; this
+    // keeps any id built from a field missed there a `validation` refusal too.
+    if (cmd.id !== undefined && !MSG_ID.test(cmd.id)) {
+      throw new ValidationError(
+        `event id ${JSON.stringify(cmd.id.slice(0, 300))} cannot be a Nats-Msg-Id (printable ASCII without spaces, at most 512 characters)`,
+      );
+    }
     // The time is the server's; a placeholder serves for judging, since guards never read it.
     const decoded = decodeEvent(cmd.type, cmd.data, '1970-01-01T00:00:00.000Z');
     if (!decoded.ok) throw new ValidationError(decoded.error.message);

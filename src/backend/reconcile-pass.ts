@@ -7,7 +7,6 @@ import { progress } from '../../actors/reconciler/progress.js';
 import { recoveryEvents } from '../../actors/reconciler/recovery.js';
 import { starvationEvents } from '../../actors/reconciler/starvation.js';
 import { vanishedWorkers } from '../../actors/reconciler/vanished-workers.js';
-import { ensureDispatchConsumer } from '../../streams/provision.js';
 import type { SonarConfig } from '../config.js';
 import type { Logger } from '../log.js';
 import { fenceOff } from './sweep/lost-workers.js';
@@ -76,8 +75,6 @@ const parts = (key: string) => {
  * Every write first checks `isLeader()`: a leader whose lease is running out stops mid-pass.
  */
 export class ReconcilePass {
-  /** Tags whose `dispatch_<tag>` consumer this process has made sure of. */
-  private readonly ensuredTags = new Set<string>();
   /** The last `pulseAt` seen per worker, for `WorkerLost.lastPulseAt` once its key is gone. */
   private readonly lastPulse = new Map<string, string>();
 
@@ -149,9 +146,7 @@ export class ReconcilePass {
   private async publish(placements: Decisions['publish'], summary: PassSummary): Promise<void> {
     if (placements.length === 0 || !this.deps.isLeader()) return;
     for (const tag of new Set(placements.map((x) => x.tag))) {
-      if (this.ensuredTags.has(tag)) continue;
-      await ensureDispatchConsumer(this.ctx.jsm, this.ctx.names, tag);
-      this.ensuredTags.add(tag);
+      await this.ctx.dispatchConsumers.ensure(tag);
     }
     const results = await inParallel(placements, this.deps.concurrency, async ({ task, tag }) => {
       if (!this.deps.isLeader()) return false;

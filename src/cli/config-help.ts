@@ -25,6 +25,7 @@ const WHAT: Partial<Record<ConfigVariable, string>> = {
   SONAR_SPOT_MARGIN: 'a spot drain ends this long before the notice time',
   SONAR_MAX_OUTPUT: 'largest task output',
   SONAR_MAX_INPUT: 'largest task input',
+  SONAR_MAX_OPEN_TASKS: 'a submit past this many open (unsettled) tasks is refused',
   SONAR_LOCK_TTL: 'leader lock TTL (more than the tick)',
   SONAR_REPLICAS: 'replicas of every stream and bucket',
   SONAR_HTTP_PORT: 'serve /metrics /healthz /readyz and the dashboard here; 0 = any free port',

@@ -1,4 +1,5 @@
 import type { NatsConnection } from '@nats-io/transport-node';
+import { assertId } from '../../actors/ids.js';
 import { applyEvent, createProjection } from '../../actors/projection.js';
 import type { EventRecord } from '../../actors/projection.js';
 import { EventStore } from '../../streams/event-store.js';
@@ -150,6 +151,8 @@ export class SonarClient {
 
   /** The run's state, its steps' states and its tasks per state, folded from its events. */
   async status(runId: string): Promise<RunStatus> {
+    // It becomes a token of the subjects read: `a.>` would read other runs' events.
+    assertId('runId', runId);
     const records: EventRecord[] = [];
     for (const filter of this.n.subjects.runAll(runId)) {
       await this.store.replay((r) => void records.push(r), { filter });

@@ -7,9 +7,10 @@
  */
 import { createHash } from 'node:crypto';
 import type { z } from 'zod';
-import { ValidationError } from '../../actors/errors.js';
+import { listIssues, ValidationError } from '../../actors/errors.js';
 import type { Issue } from '../../actors/errors.js';
-import { inputBytes, inputSizeProblem } from '../limits.js';
+import { nestsDeeperThan } from '../json-depth.js';
+import { inputBytes, inputSizeProblem, MAX_INPUT_DEPTH } from '../limits.js';
 import { runFileSchema } from '../protocol.js';
 import type { ParsedRunFile } from '../protocol.js';
 
@@ -29,9 +30,9 @@ export function issuesOfZod(error: z.ZodError, prefix: (string | number)[] = [])
 
 /** A ValidationError listing every issue, the message naming each path and problem. */
 export function validationError(what: string, issues: Issue[]): ValidationError {
-  const listed = issues.map((i) => `'${i.path}' ${i.message}`).join('; ');
+  const { text, listed } = listIssues(issues);
   const count = issues.length === 1 ? '1 problem' : `${issues.length} problems`;
-  return new ValidationError(`${what} refused (${count}): ${listed}`, issues);
+  return new ValidationError(`${what} refused (${count}): ${text}`, listed);
 }
 
 const isRecord = (v: unknown): v is Record<string, unknown> =>
@@ -87,36 +88,73 @@ export function stepGraphIssues(steps: unknown, path = 'steps'): Issue[] {
       }
     });
   }
-  // Depth-first search with colours; a grey node met again closes a cycle.
-  const colour = new Map<string, 'grey' | 'black'>();
-  const stack: string[] = [];
+  return issues.concat(cycleIssues(byId, path));
+}
+
+/** At most this many cycles are reported: each costs a walk of its path, and one is enough. */
+const MAX_CYCLES_REPORTED = 10;
+/** A longer cycle is shown by its ends: a message naming thousands of steps helps nobody. */
+const MAX_CYCLE_SHOWN = 12;
+
+/**
+ * Each cycle in `after`, reported once, as `a -> b -> a`. Depth-first search with colours (a
+ * grey node met again closes a cycle) on an explicit stack, not by recursion: a run file
+ * may chain tens of thousands of steps, which would overflow the call stack.
+ */
+function cycleIssues(byId: ReadonlyMap<string, StepNode>, path: string): Issue[] {
+  const issues: Issue[] = [];
+  const black = new Set<string>();
+  /** Grey nodes: those on the current path, with their place in it. */
+  const onPath = new Map<string, number>();
   const reported = new Set<string>();
-  const visit = (id: string): void => {
-    colour.set(id, 'grey');
-    stack.push(id);
-    for (const dep of byId.get(id)?.after ?? []) {
-      if (dep === id || !byId.has(dep)) continue;
-      const c = colour.get(dep);
-      if (c === 'grey') {
-        const cycle = [...stack.slice(stack.indexOf(dep)), dep];
-        const key = [...cycle.slice(0, -1)].sort().join(',');
+  const frames: { id: string; after: readonly string[]; next: number }[] = [];
+  const enter = (id: string): void => {
+    onPath.set(id, frames.length);
+    frames.push({ id, after: byId.get(id)?.after ?? [], next: 0 });
+  };
+  for (const root of byId.keys()) {
+    if (black.has(root)) continue;
+    enter(root);
+    while (frames.length > 0) {
+      const top = frames[frames.length - 1]!;
+      if (top.next >= top.after.length) {
+        frames.pop();
+        onPath.delete(top.id);
+        black.add(top.id);
+        continue;
+      }
+      const dep = top.after[top.next++]!;
+      if (dep === top.id || !byId.has(dep) || black.has(dep)) continue;
+      const at = onPath.get(dep);
+      if (at === undefined) enter(dep);
+      else if (reported.size < MAX_CYCLES_REPORTED) {
+        const cycle = frames.slice(at).map((f) => f.id);
+        const key = [...cycle].sort().join(',');
         if (!reported.has(key)) {
           reported.add(key);
-          issues.push({ path, message: `cycle in 'after': ${cycle.join(' -> ')}` });
+          issues.push({ path, message: `cycle in 'after': ${showCycle(cycle)}` });
         }
-      } else if (c === undefined) visit(dep);
+      }
     }
-    stack.pop();
-    colour.set(id, 'black');
-  };
-  for (const id of byId.keys()) if (!colour.has(id)) visit(id);
+  }
   return issues;
+}
+
+function showCycle(cycle: readonly string[]): string {
+  const closed = [...cycle, cycle[0]!];
+  if (closed.length <= MAX_CYCLE_SHOWN) return closed.join(' -> ');
+  const half = MAX_CYCLE_SHOWN / 2;
+  const hidden = closed.length - MAX_CYCLE_SHOWN;
+  return [...closed.slice(0, half), `... (${hidden} more steps)`, ...closed.slice(-half)].join(
+    ' -> ',
+  );
 }
 
 /**
  * The problems of a list of tasks beyond their schema: a task id already used in the run
  * (`seen` maps ids to where they were first seen, across steps) and inputs over
- * SONAR_MAX_INPUT.
+ * SONAR_MAX_INPUT. An input nested too deep (the schema reports it) is not sized: sizing
+ * serializes it, which would overflow the stack.
  */
 export function taskIssues(
   tasks: unknown,
@@ -139,6 +177,7 @@ export function taskIssues(
       } else seen.set(t['id'], here);
     }
     if (limits.maxInputBytes === Infinity) return;
+    if (nestsDeeperThan(t['input'], MAX_INPUT_DEPTH)) return;
     const problem = inputSizeProblem(inputBytes(t['input']), limits.maxInputBytes);
     if (problem !== null) issues.push({ path: `${here}.input`, message: problem });
   });
@@ -157,15 +196,20 @@ export function validateRunFile(raw: unknown, limits: RunFileLimits): ParsedRunF
   const issues: Issue[] = parsed.success ? [] : issuesOfZod(parsed.error);
   // The cross-field checks read the raw file too, so that a bad id and a cycle are both listed.
   const steps = isRecord(raw) ? raw['steps'] : undefined;
-  issues.push(...stepGraphIssues(steps));
+  pushAll(issues, stepGraphIssues(steps));
   const seen = new Map<string, string>();
   if (Array.isArray(steps)) {
     steps.forEach((s: unknown, i) => {
-      if (isRecord(s)) issues.push(...taskIssues(s['tasks'], `steps.${i}.tasks`, limits, seen));
+      if (isRecord(s)) pushAll(issues, taskIssues(s['tasks'], `steps.${i}.tasks`, limits, seen));
     });
   }
   if (!parsed.success || issues.length > 0) throw validationError('run file', issues);
   return parsed.data;
+}
+
+/** A loop, not `push(...from)`: a spread of some 100k issues overflows the stack. */
+function pushAll<T>(into: T[], from: readonly T[]): void {
+  for (const x of from) into.push(x);
 }
 
 /** JSON with object keys sorted, so that equal values always serialize the same. */

@@ -129,13 +129,15 @@ export class ApiClient {
     };
     if (r.error !== undefined) {
       const given = typeof r.error.code === 'string' ? r.error.code : '';
-      const code = (Object.values(ErrorCode) as string[]).includes(given)
-        ? (given as ErrorCode)
-        : ErrorCode.Unavailable;
+      // A code this client does not know (a newer backend's) is a final failure, never
+      // retried: only `unavailable` says that trying again soon may help.
+      const known = (Object.values(ErrorCode) as string[]).includes(given);
+      const code = known ? (given as ErrorCode) : ErrorCode.Unknown;
       const details =
         typeof r.error.details === 'object' && r.error.details !== null
           ? (r.error.details as Record<string, unknown>)
           : {};
+      if (!known) details['code'] = given;
       const message = typeof r.error.message === 'string' ? r.error.message : code;
       throw new ApiError(verb, code, message, details);
     }

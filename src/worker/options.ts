@@ -1,10 +1,13 @@
 import type { NatsConnection } from '@nats-io/transport-node';
+import { ValidationError } from '../../actors/errors.js';
+import { assertId } from '../../actors/ids.js';
 import type { S3Config } from '../config.js';
 import { parseDuration } from '../duration.js';
 import type { Logger } from '../log.js';
 import { silentLogger } from '../log.js';
 import type { ConnectSettings } from '../nats.js';
 import type { OutputStore } from '../storage/output-store.js';
+import { assertSlotsFit, DEFAULT_MAX_PAYLOAD, MAX_WORKER_TAGS } from '../pulse-size.js';
 
 /** What a task handler is told besides its input. */
 export interface HandlerContext {
@@ -35,10 +38,12 @@ export type Duration = number | string;
 
 /** Options of `createWorker()`. Durations are milliseconds or strings like `'20s'`. */
 export interface WorkerOptions {
-  /** Routing tags this worker pulls tasks for (`dispatch_<tag>`). */
+  /** Routing tags this worker pulls tasks for (`dispatch_<tag>`): 1 to 64 ids. */
   tags: string[];
   /**
-   * Tasks held at once, pulled or running, across all tags.
+   * Tasks held at once, pulled or running, across all tags. At most 7,878: every pulse lists
+   * the tasks held, and must fit in one NATS message (1 MiB by default; a server with a
+   * smaller `max_payload` allows fewer, checked once connected).
    * @defaultValue 1
    */
   slots?: number;
@@ -148,8 +153,14 @@ export interface ResolvedWorkerOptions extends Required<
 const ms = (value: Duration | undefined, fallback: string): number =>
   parseDuration(value ?? fallback);
 
-/** Merges defaults and converts durations (STYLE.md C3). */
+/**
+ * Merges defaults, validates and converts durations (STYLE.md C3).
+ *
+ * @throws ValidationError naming the field: no tags, more than 64, a tag that is not an id,
+ *   slots not a whole number of at least 1, or more than a pulse can list in 1 MiB.
+ */
 export function resolveWorkerOptions(opts: WorkerOptions): ResolvedWorkerOptions {
+  checkTagsAndSlots(opts.tags, opts.slots ?? 1);
   return {
     tags: opts.tags,
     slots: opts.slots ?? 1,
@@ -172,4 +183,19 @@ export function resolveWorkerOptions(opts: WorkerOptions): ResolvedWorkerOptions
     stopGraceMs: ms(opts.stopGraceMs, '10s'),
     log: opts.log ?? silentLogger,
   };
+}
+
+function checkTagsAndSlots(tags: string[], slots: number): void {
+  const refuse = (path: string, message: string): never => {
+    throw new ValidationError(`'${path}' ${message}`, [{ path, message }]);
+  };
+  if (tags.length === 0) refuse('tags', 'needs at least one tag');
+  if (tags.length > MAX_WORKER_TAGS) {
+    refuse('tags', `has ${tags.length} tags, over ${MAX_WORKER_TAGS}`);
+  }
+  tags.forEach((t, i) => assertId(`tags.${i}`, t));
+  if (!Number.isInteger(slots) || slots < 1) {
+    refuse('slots', `must be a whole number of at least 1, got ${JSON.stringify(slots)}`);
+  }
+  assertSlotsFit(slots, DEFAULT_MAX_PAYLOAD);
 }

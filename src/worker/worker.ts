@@ -1,18 +1,19 @@
 import { hostname } from 'node:os';
-import { jetstream } from '@nats-io/jetstream';
-import type { Consumer, JsMsg } from '@nats-io/jetstream';
+import { JetStreamApiCodes, JetStreamApiError, jetstream } from '@nats-io/jetstream';
+import type { Consumer, JetStreamClient, JsMsg } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
-import { ErrorCode, ValidationError } from '../../actors/errors.js';
+import { ErrorCode } from '../../actors/errors.js';
 import { assertId } from '../../actors/ids.js';
 import { names } from '../../streams/names.js';
 import type { Names } from '../../streams/names.js';
 import { newId } from '../ids.js';
 import { outputSizeProblem } from '../limits.js';
+import { assertSlotsFit, DEFAULT_MAX_PAYLOAD } from '../pulse-size.js';
 import type { Logger } from '../log.js';
 import { connectNats } from '../nats.js';
 import { cancelControlSchema, dispatchMessageSchema } from '../protocol.js';
-import type { DispatchMessage, JoinReply, RegistryEntry, RequestOf } from '../protocol.js';
+import type { DispatchMessage, JoinReply, RegistryEntry } from '../protocol.js';
 import { createOutputStore } from '../storage/create-output-store.js';
 import { outputKey } from '../storage/output-store.js';
 import type { OutputStore } from '../storage/output-store.js';
@@ -46,6 +47,8 @@ interface RunningTask {
 
 /** A dispatch message that cannot be started now goes back after this delay. */
 const NAK_DELAY_MS = 1_000;
+/** Binding to a consumer found gone just after join: join again this many times, at most. */
+const BIND_ATTEMPTS = 3;
 /**
  * Results and failures are retried for as long as the worker lives: a backend or NATS
  * outage is waited out, and the finished work is not thrown away (giving up would leave the
@@ -91,6 +94,8 @@ export class Worker {
    */
   private readonly starting = new Set<string>();
   private pullLoops: Promise<void>[] = [];
+  /** A join sent again to have a vanished dispatch consumer recreated, while in flight. */
+  private rejoining: Promise<void> | null = null;
   /** Messages between pull and report: the drain waits for these. */
   private handling = 0;
   private idleWaiters: (() => void)[] = [];
@@ -104,17 +109,8 @@ export class Worker {
 
   constructor(options: WorkerOptions) {
     this.opts = resolveWorkerOptions(options);
-    if (this.opts.tags.length === 0) {
-      throw new ValidationError("'tags' needs at least one tag", [
-        { path: 'tags', message: 'needs at least one tag' },
-      ]);
-    }
-    this.opts.tags.forEach((t, i) => assertId(`tags.${i}`, t));
-    if (!Number.isInteger(this.opts.slots) || this.opts.slots < 1) {
-      const message = `must be a whole number of at least 1, got ${JSON.stringify(this.opts.slots)}`;
-      throw new ValidationError(`'slots' ${message}`, [{ path: 'slots', message }]);
-    }
-    this.host = options.host ?? hostname();
+    // As the join schema takes it: the pulse carries the same, within its size bound.
+    this.host = (options.host ?? hostname()).slice(0, 255);
     const safeHost = this.host.replace(/[^A-Za-z0-9_-]/g, '-').slice(0, 40);
     this.workerId = options.workerId ?? `${safeHost}-${newId()}`;
     assertId('workerId', this.workerId);
@@ -168,6 +164,8 @@ export class Worker {
         name: `sonar-worker-${this.workerId}`,
       }));
     const nc = this.nc;
+    // A server may take smaller messages than the 1 MiB the options were checked against.
+    assertSlotsFit(o.slots, nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD);
     void nc.closed().then((err) => {
       if (!this.lifecycle.signal.aborted) {
         void this.failWith(err ?? new Error('the NATS connection closed'));
@@ -183,14 +181,7 @@ export class Worker {
       this.instanceId =
         (await imds.get('/latest/meta-data/instance-id').catch(() => null)) ?? undefined;
     }
-    const join = {
-      workerId: this.workerId,
-      host: this.host.slice(0, 255),
-      ...(this.instanceId !== undefined && { instanceId: this.instanceId }),
-      tags: o.tags,
-      slots: o.slots,
-    };
-    const reply = await this.api.request<'join', JoinReply>('join', join, {
+    const reply = await this.api.request<'join', JoinReply>('join', this.joinRequest(), {
       signal: this.lifecycle.signal,
     });
     const kv = await new Kvm(this.nc).open(this.n.buckets.workers);
@@ -202,7 +193,7 @@ export class Worker {
       (err) => {
         void this.failWith(err);
       },
-      () => this.standing(join),
+      () => this.standing(),
     );
     await this.pulse.start();
     // Back from an outage: pulse now, not up to an interval later, so the registry key that
@@ -222,7 +213,7 @@ export class Worker {
     const js = jetstream(this.nc);
     const consumers = await Promise.all(
       o.tags.map((t) =>
-        js.consumers.get(reply.stream, reply.consumers[t] ?? this.n.consumers.dispatch(t)),
+        this.bind(js, reply.stream, reply.consumers[t] ?? this.n.consumers.dispatch(t)),
       ),
     );
     if (this._state !== 'Running') return; // drained or failed while joining
@@ -240,9 +231,9 @@ export class Worker {
    * for an Active or Draining worker and `conflict` for a Lost or Left one (DESIGN.md
    * section 6; every backend version answers so). Other errors are thrown: not known yet.
    */
-  private async standing(join: RequestOf<'join'>): Promise<Standing> {
+  private async standing(): Promise<Standing> {
     try {
-      await this.api!.request('join', join, {
+      await this.api!.request('join', this.joinRequest(), {
         retryForMs: GOODBYE_RETRY_MS,
         signal: this.lifecycle.signal,
       });
@@ -251,6 +242,64 @@ export class Worker {
       if (isApiError(err, ErrorCode.Conflict)) return 'gone';
       throw err;
     }
+  }
+
+  private joinRequest() {
+    return {
+      workerId: this.workerId,
+      host: this.host.slice(0, 255),
+      ...(this.instanceId !== undefined && { instanceId: this.instanceId }),
+      tags: this.opts.tags,
+      slots: this.opts.slots,
+    };
+  }
+
+  /**
+   * The tag's consumer, as `join` made it. The sweep deletes the consumers of tags nobody
+   * advertised for a day, and may do so just after `join` answered: then join again.
+   */
+  private async bind(js: JetStreamClient, stream: string, name: string): Promise<Consumer> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await js.consumers.get(stream, name);
+      } catch (err: unknown) {
+        if (!isConsumerNotFound(err) || attempt >= BIND_ATTEMPTS) throw err;
+        await this.rejoin();
+      }
+    }
+  }
+
+  /** After a failed pull: whether the consumer was gone (and the join was sent again). */
+  private async rebindIfGone(consumer: Consumer): Promise<boolean> {
+    try {
+      await consumer.info();
+      return false;
+    } catch (err: unknown) {
+      if (!isConsumerNotFound(err)) return false;
+    }
+    await this.rejoin();
+    return true;
+  }
+
+  /**
+   * Has the dispatch consumers recreated. Workers may not create consumers; `join` does,
+   * before it answers. The same join again is answered as the first (an id's join data never
+   * changes) and appends nothing, so the worker sends it again: once at a time whatever the
+   * number of tags, and its pull loops then find their consumer.
+   */
+  private rejoin(): Promise<void> {
+    this.rejoining ??= (async () => {
+      this.log.warn('dispatch consumer gone: joining again to have it recreated');
+      try {
+        await this.api!.request('join', this.joinRequest(), { signal: this.lifecycle.signal });
+      } catch (err: unknown) {
+        if (isApiError(err, ErrorCode.Conflict)) await this.failWith(err);
+        else this.log.warn('join again failed: retried at the next failed pull', { err });
+      }
+    })().finally(() => {
+      this.rejoining = null;
+    });
+    return this.rejoining;
   }
 
   private entry(): Omit<RegistryEntry, 'pulseAt'> {
@@ -304,7 +353,8 @@ export class Worker {
         giveBack(taken - got);
         got = taken;
         if (!this.accepting) break;
-        this.log.warn('pull failed', { err });
+        if (!(await this.rebindIfGone(consumer))) this.log.warn('pull failed', { err });
+        if (!this.accepting) break;
         await new Promise((r) => setTimeout(r, NAK_DELAY_MS));
       }
       giveBack(taken - got);
@@ -639,6 +689,9 @@ export class Worker {
     else await drained;
   }
 }
+
+const isConsumerNotFound = (err: unknown): boolean =>
+  err instanceof JetStreamApiError && err.code === JetStreamApiCodes.ConsumerNotFound;
 
 function exitCodeOf(err: unknown): number {
   return err instanceof CommandFailedError ? err.exitCode : -1;

@@ -3,7 +3,9 @@ import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { dispatchTask } from '../../src/backend/dispatch.js';
+import { Kvm } from '@nats-io/kv';
 import { retryDelayMs } from '../../src/backend/handlers/worker-handlers.js';
+import { maxSlotsFor } from '../../src/pulse-size.js';
 import { SonarClient } from '../../src/client/client.js';
 import type { DispatchMessage } from '../../src/protocol.js';
 import { ApiClient } from '../../src/worker/api-client.js';
@@ -103,6 +105,57 @@ describe('join', () => {
     await expect(
       api.request('join', { workerId: 'w1', host: 'h1', tags: ['a'], slots: 2 }),
     ).rejects.toMatchObject({ code: 'conflict', message: expect.stringMatching(/Lost/) });
+  });
+});
+
+describe('join: slots bounded so that a full pulse fits in one message', () => {
+  it('refuses more slots than a pulse can list, naming slots and the bound, writing nothing', async () => {
+    const { ctx, n, api } = await world();
+    const bound = maxSlotsFor(nc.info!.max_payload);
+    expect(bound).toBe(7_878); // the server's default max_payload, 1 MiB
+    const join = (workerId: string, slots: number) =>
+      api.request('join', { workerId, host: 'h', tags: ['big'], slots });
+    await expect(join('w9', bound + 1)).rejects.toMatchObject({
+      code: 'validation',
+      message: expect.stringMatching(
+        new RegExp(`^'slots' is ${bound + 1}, over ${bound}: a pulse lists every task`),
+      ),
+      details: { issues: [{ path: 'slots' }] },
+    });
+    await expect(join('w9', 10_000)).rejects.toMatchObject({ code: 'validation' });
+    expect(await eventsOf(ctx, n.subjects.worker('w9'))).toHaveLength(0);
+    const jsm = await jetstreamManager(nc);
+    await expect(jsm.consumers.info(n.streams.dispatch, 'dispatch_big')).rejects.toThrow();
+    // At the bound it joins; 65 tags are refused by the schema.
+    await expect(join('w9', bound)).resolves.toHaveProperty('stream');
+    const tags = Array.from({ length: 65 }, (_, i) => `t${i}`);
+    await expect(
+      api.request('join', { workerId: 'w10', host: 'h', tags, slots: 1 }),
+    ).rejects.toMatchObject({ code: 'validation', message: expect.stringMatching(/'tags'/) });
+  });
+
+  it('a worst-case pulse at the bound is stored by the server; at 10,000 slots it is not', async () => {
+    const { n } = await world();
+    const kv = await new Kvm(nc).open(n.buckets.workers);
+    const entry = (slots: number) =>
+      JSON.stringify({
+        workerId: 'w'.repeat(64),
+        host: '\u0000'.repeat(255),
+        instanceId: '\u0000'.repeat(255),
+        tags: Array.from({ length: 64 }, (_, i) => `${i}`.padStart(64, 't')),
+        slots,
+        active: true,
+        pulseAt: new Date().toISOString(),
+        running: Array.from(
+          { length: slots },
+          (_, i) => `${'r'.repeat(64)}.${`${i}`.padStart(64, 't')}`,
+        ),
+      });
+    const fits = entry(maxSlotsFor(nc.info!.max_payload));
+    const rev = await kv.put('worst', fits);
+    // The next pulse is a compare-and-set: its header counts against max_payload too.
+    await expect(kv.update('worst', fits, rev)).resolves.toBeGreaterThan(rev);
+    await expect(kv.put('worst', entry(10_000))).rejects.toThrow(/max_payload size exceeded/);
   });
 });
 

@@ -9,6 +9,8 @@ import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ValidationError } from '../../actors/errors.js';
+import { SonarClient } from '../../src/client/client.js';
 import { requestSchemas } from '../../src/protocol.js';
 import type { Verb } from '../../src/protocol.js';
 import { startNatsServer } from '../helpers/nats-server.js';
@@ -165,5 +167,96 @@ describe('a refused API request leaves no partial write', () => {
       ],
     });
     expect(fixed).toHaveProperty('ok');
+  });
+});
+
+describe('input that blew up inside the backend is refused with `validation`, by field', () => {
+  /** `[[...]]`, `levels` deep, as text: JSON.stringify itself overflows on it. */
+  const nestedJson = (levels: number): string => '['.repeat(levels) + ']'.repeat(levels);
+  const message = (reply: unknown): string =>
+    (reply as { error?: { message?: string } }).error?.message ?? '';
+
+  it('a hash holding CR, LF or anything but [A-Za-z0-9_-] (it becomes a Nats-Msg-Id)', async () => {
+    const before = await watermark();
+    for (const hash of ['abc\r\nNats-Expected-Stream: x', 'abc\n', 'a b', 'a.b', 'x'.repeat(129)]) {
+      const reply = await ask('submit.begin', {
+        runId: 'crlf',
+        hash,
+        steps: [{ id: 's', tags: ['x'], taskCount: 0 }],
+        taskCount: 0,
+      });
+      expect(reply, JSON.stringify(hash)).toMatchObject({ error: { code: 'validation' } });
+      expect(message(reply)).toMatch(/'hash' must match/);
+    }
+    expect(await watermark()).toEqual(before);
+  });
+
+  it('an input nested 100k levels deep, and one nested 65 levels', async () => {
+    const begun = await ask('submit.begin', {
+      runId: 'nest',
+      hash: 'h3',
+      steps: [{ id: 's', tags: ['x'], taskCount: 2 }],
+      taskCount: 2,
+    });
+    expect(begun).toHaveProperty('ok');
+    const before = await watermark();
+    for (const levels of [100_000, 65]) {
+      const raw = `{"runId":"nest","stepId":"s","tasks":[{"id":"t0"},{"id":"t1","input":${nestedJson(levels)}}]}`;
+      const reply = await ask('submit.tasks', raw);
+      expect(reply, `${levels} levels`).toMatchObject({ error: { code: 'validation' } });
+      expect(message(reply)).toMatch(/'tasks\.1\.input' nests arrays and objects more than 64/);
+    }
+    expect(await watermark()).toEqual(before);
+    // The backend is still there, and takes 64 levels.
+    const fine = `{"runId":"nest","stepId":"s","tasks":[{"id":"t0"},{"id":"t1","input":${nestedJson(64)}}]}`;
+    expect(await ask('submit.tasks', fine)).toHaveProperty('ok');
+  });
+
+  it('an after chain of 12k steps, closed into a cycle or ending at an unknown step', async () => {
+    const chain = (last: string) =>
+      Array.from({ length: 12_000 }, (_, i) => ({
+        id: `s${i}`,
+        tags: ['x'],
+        after: [i === 11_999 ? last : `s${i + 1}`],
+        taskCount: 0,
+      }));
+    const before = await watermark();
+    for (const [last, problem] of [
+      ['s0', /cycle in 'after': s0 -> s1 -> .* \(11989 more steps\) -> .* -> s11999 -> s0/],
+      ['ghost', /'steps\.11999\.after\.0' names unknown step "ghost"/],
+    ] as const) {
+      const body = JSON.stringify({ runId: 'chain', hash: 'h4', steps: chain(last), taskCount: 0 });
+      expect(body.length).toBeLessThan(1024 * 1024);
+      const reply = await ask('submit.begin', body);
+      expect(reply, last).toMatchObject({ error: { code: 'validation' } });
+      expect(message(reply)).toMatch(problem);
+    }
+    expect(await watermark()).toEqual(before);
+  });
+
+  it('the client SDK refuses the same before sending anything', async () => {
+    const client = new SonarClient(nc, { prefix: tb.ctx.names.prefix, maxInputBytes: 1024 });
+    const before = await watermark();
+    const deep = JSON.parse(nestedJson(100_000)) as unknown;
+    const deepErr = await client
+      .submit({
+        runId: 'sdk',
+        steps: [{ id: 's', tags: ['x'], tasks: [{ id: 't', input: deep }] }],
+      })
+      .catch((e: unknown) => e);
+    expect(deepErr).toBeInstanceOf(ValidationError);
+    expect((deepErr as ValidationError).issues).toEqual([
+      { path: 'steps.0.tasks.0.input', message: expect.stringMatching(/64 levels/) as unknown },
+    ]);
+    const steps = Array.from({ length: 100_000 }, (_, i) => ({
+      id: `s${i}`,
+      tags: ['x'],
+      after: [i === 99_999 ? 's0' : `s${i + 1}`],
+      tasks: [],
+    }));
+    const chainErr = await client.submit({ runId: 'sdk', steps }).catch((e: unknown) => e);
+    expect(chainErr).toBeInstanceOf(ValidationError);
+    expect((chainErr as ValidationError).message).toMatch(/cycle in 'after': s0 -> s1 -> /);
+    expect(await watermark()).toEqual(before);
   });
 });

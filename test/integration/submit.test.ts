@@ -1,3 +1,6 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -5,9 +8,11 @@ import { ValidationError } from '../../actors/errors.js';
 import { SonarClient } from '../../src/client/client.js';
 import { runFileHash, validateRunFile } from '../../src/client/run-file.js';
 import { ApiClient } from '../../src/worker/api-client.js';
+import { names } from '../../streams/names.js';
 import { eventually } from '../helpers/eventually.js';
 import { startNatsServer } from '../helpers/nats-server.js';
 import type { NatsServer } from '../helpers/nats-server.js';
+import { runSonar } from '../helpers/sonar-process.js';
 import { dispatchRun, eventsOf, runFileOf, startTestBackend } from '../helpers/worker-fixtures.js';
 import type { TestBackend } from '../helpers/worker-fixtures.js';
 
@@ -172,6 +177,85 @@ describe('submit', () => {
     ).rejects.toMatchObject({ code: 'not_found' });
     expect(await runEvents('r2')).toHaveLength(0);
     expect((await runEvents('r3')).map((e) => e.type)).toEqual(['StepCreated']);
+  });
+});
+
+describe('admission control (SONAR_MAX_OPEN_TASKS)', () => {
+  it('refuses a submit past the limit with `overloaded`, once, and takes it once tasks settle', async () => {
+    const { ctx, n, client, runEvents } = await world({ SONAR_MAX_OPEN_TASKS: '10' });
+    await client.submit(runFileOf('r1', [{ id: 's1', tags: ['a'], count: 6 }]));
+    let begins = 0;
+    const spy = nc.subscribe(n.subjects.api('submit.begin'), {
+      callback: () => {
+        begins++;
+      },
+    });
+    await nc.flush();
+    const r2 = runFileOf('r2', [{ id: 's1', tags: ['a'], count: 5 }]);
+    const err = await client.submit(r2).catch((e: unknown) => e);
+    expect(err).toMatchObject({
+      code: 'overloaded',
+      message:
+        'submit refused: 6 tasks are open and this run adds 5, over SONAR_MAX_OPEN_TASKS (10): ' +
+        'submit again once open tasks have settled, or raise SONAR_MAX_OPEN_TASKS on the backends',
+      details: { open: 6, adding: 5, limit: 10, setting: 'SONAR_MAX_OPEN_TASKS' },
+    });
+    // Not retried like `unavailable`: one request, one answer.
+    await nc.flush();
+    expect(begins).toBe(1);
+    spy.unsubscribe();
+    expect(await runEvents('r2')).toHaveLength(0);
+
+    // The CLI says so in one line and exits 1.
+    const dir = await mkdtemp(join(tmpdir(), 'sonar-admission-'));
+    try {
+      await writeFile(join(dir, 'r2.json'), JSON.stringify(r2));
+      const cli = await runSonar('submit', ['submit', join(dir, 'r2.json')], tb!.env);
+      expect(cli.code).toBe(1);
+      expect(cli.stdout).toBe('');
+      expect(cli.stderr.trim().split('\n')).toEqual([
+        expect.stringMatching(
+          /^sonar: submit refused: 6 tasks are open and this run adds 5, over SONAR_MAX_OPEN_TASKS \(10\)/,
+        ) as unknown,
+      ]);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+    expect(await runEvents('r2')).toHaveLength(0);
+
+    // A run whose tasks all exist (the same file again) adds nothing and is never refused.
+    await expect(
+      client.submit(runFileOf('r1', [{ id: 's1', tags: ['a'], count: 6 }])),
+    ).resolves.toEqual({ runId: 'r1', taskCount: 6 });
+
+    // The backend is still up: once the open tasks settle, the same submit goes through.
+    await client.cancel('r1');
+    await expect(client.submit(r2)).resolves.toEqual({ runId: 'r2', taskCount: 5 });
+    expect(ctx.loop.projection.tasksByState.Pending.size).toBe(5);
+  });
+});
+
+describe('ApiClient and error codes it does not know', () => {
+  it('fails at once on an unknown code (a newer backend), keeping the code received', async () => {
+    const n = names('zzcodes');
+    let asked = 0;
+    const responder = nc.subscribe(n.subjects.api('cancel'), {
+      callback: (_e, m) => {
+        asked++;
+        m.respond(
+          JSON.stringify({ error: { code: 'brand_new', message: 'not now', details: {} } }),
+        );
+      },
+    });
+    await nc.flush();
+    const api = new ApiClient(nc, n, { retryForMs: 10_000 });
+    await expect(api.request('cancel', { runId: 'r1' })).rejects.toMatchObject({
+      code: 'unknown',
+      message: 'not now',
+      details: { code: 'brand_new' },
+    });
+    expect(asked).toBe(1);
+    responder.unsubscribe();
   });
 });
 

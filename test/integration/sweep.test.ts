@@ -7,6 +7,10 @@ import { once } from 'node:events';
 import { Kvm } from '@nats-io/kv';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ensureDispatchConsumer } from '../../streams/provision.js';
+import {
+  DISPATCH_CONSUMER_RECHECK_MS,
+  DispatchConsumers,
+} from '../../src/backend/dispatch-consumers.js';
 import { enqueueFinalization, publishDispatch } from '../../streams/queues.js';
 import type { BackendContext } from '../../src/backend/context.js';
 import { loadSnapshot } from '../../src/backend/snapshot.js';
@@ -245,7 +249,9 @@ describe('the full sweep', () => {
   it('deletes dispatch consumers of tags no live worker advertised for a day, and loses joined workers whose key is gone', async () => {
     const w = await world();
     const n = w.ctx.names;
-    for (const tag of ['linux', 'gpu', 'arm']) await ensureDispatchConsumer(jsm, n, tag);
+    for (const tag of ['linux', 'arm']) await ensureDispatchConsumer(jsm, n, tag);
+    // Made sure of by this backend (as its leader does before publishing): a cached fact.
+    await w.ctx.dispatchConsumers.ensure('gpu');
     const joined = (workerId: string, tags: string[]) =>
       w.write(n.subjects.worker(workerId), 'WorkerJoined', { workerId, host: 'h', tags, slots: 1 });
     await joined('w1', ['gpu']); // left: gpu was last advertised when it left
@@ -273,9 +279,37 @@ describe('the full sweep', () => {
     const left = [];
     for await (const ci of jsm.consumers.list(n.streams.dispatch)) left.push(ci.name);
     expect(left).toEqual(['dispatch_linux']);
+    // The sweep dropped what the cache knew of gpu: the next ensure recreates the consumer
+    // rather than trusting that it exists.
+    await w.ctx.dispatchConsumers.ensure('gpu');
+    await expect(jsm.consumers.info(n.streams.dispatch, 'dispatch_gpu')).resolves.toBeTruthy();
     // Now, not two days on: nothing is a day old yet.
-    await ensureDispatchConsumer(jsm, n, 'gpu');
     expect((await w.sweep()).orphanConsumers.deleted).toEqual([]);
+  });
+
+  it('trusts a dispatch consumer it made sure of only for the recheck time', async () => {
+    const w = await world();
+    const n = w.ctx.names;
+    let clock = 0;
+    const consumers = new DispatchConsumers(jsm, n, () => clock, DISPATCH_CONSUMER_RECHECK_MS);
+    const exists = () =>
+      jsm.consumers.info(n.streams.dispatch, 'dispatch_solo').then(
+        () => true,
+        () => false,
+      );
+    await consumers.ensure('solo');
+    // Deleted by another process (a sweep elsewhere, an operator): not noticed at once...
+    await jsm.consumers.delete(n.streams.dispatch, 'dispatch_solo');
+    clock = DISPATCH_CONSUMER_RECHECK_MS - 1;
+    await consumers.ensure('solo');
+    expect(await exists()).toBe(false);
+    // ...but once the entry is older than the recheck time, and at once when forced (join).
+    clock = DISPATCH_CONSUMER_RECHECK_MS;
+    await consumers.ensure('solo');
+    expect(await exists()).toBe(true);
+    await jsm.consumers.delete(n.streams.dispatch, 'dispatch_solo');
+    await consumers.ensure('solo', { force: true });
+    expect(await exists()).toBe(true);
   });
 
   it('purges the events, result, output and error history of a run finished past retention; a replay from the snapshot still shows its final state', async () => {

@@ -2,16 +2,20 @@ import { spawn } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { SonarClient } from '../../src/client/client.js';
 import type { RunFile } from '../../src/protocol.js';
 import { eventually } from '../helpers/eventually.js';
 import { startNatsServer } from '../helpers/nats-server.js';
 import type { NatsServer } from '../helpers/nats-server.js';
 import {
+  eventsOf,
   killWorkers,
   ROOT,
+  runFileOf,
   SONAR_BIN,
   spawnWorker,
   startTestBackend,
@@ -107,5 +111,48 @@ describe('end to end: submit --wait, the reconciler, a worker process, finalizat
     });
     expect(r.code, r.err).toBe(1);
     expect(r.err).toMatch(/sonar: run e2e-fail ended Failed/);
+  });
+});
+
+describe('a dispatch consumer deleted under a joined worker', () => {
+  it('is recreated at the request of the worker, and its tasks start without a restart', async () => {
+    tb = await startTestBackend(server.url, nc, {}, { reconciler: true });
+    const { ctx } = tb;
+    const n = ctx.names;
+    const worker = spawnWorker(tb.env, ['--worker-id', 'w1', '--tags', 'linux', '--slots', '2']);
+    await eventually(() => ctx.loop.projection.workers.get('w1')?.snapshot.value === 'Active', {
+      timeoutMs: 15_000,
+    });
+    const client = new SonarClient(nc, { prefix: n.prefix });
+    const succeeded = (runId: string, count: number) => () =>
+      [...ctx.loop.projection.tasks.values()].filter(
+        (t) => t.snapshot.context.spec.runId === runId && t.snapshot.value === 'Succeeded',
+      ).length === count;
+    // The leader publishes to `linux` once: it has made sure of the consumer and trusts that.
+    await client.submit(
+      runFileOf('r1', [{ id: 's', tags: ['linux'], count: 2, command: ['true'] }]),
+    );
+    await eventually(succeeded('r1', 2), { timeoutMs: 20_000 });
+
+    // What the sweep does to a tag nobody advertised for a day, racing this worker's join.
+    const jsm = await jetstreamManager(nc);
+    expect(await jsm.consumers.delete(n.streams.dispatch, n.consumers.dispatch('linux'))).toBe(
+      true,
+    );
+
+    await client.submit(
+      runFileOf('r2', [{ id: 's', tags: ['linux'], count: 3, command: ['true'] }]),
+    );
+    await eventually(succeeded('r2', 3), { timeoutMs: 30_000 });
+    expect(worker.child.exitCode).toBeNull(); // the same process, never restarted
+    await expect(
+      jsm.consumers.info(n.streams.dispatch, n.consumers.dispatch('linux')),
+    ).resolves.toBeTruthy();
+    expect(worker.stderr()).toMatch(/dispatch consumer gone: joining again/);
+    // Joined once: the join sent again appends nothing.
+    const joins = (await eventsOf(ctx, n.subjects.worker('w1'))).filter(
+      (e) => e.type === 'WorkerJoined',
+    );
+    expect(joins).toHaveLength(1);
   });
 });

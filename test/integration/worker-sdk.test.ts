@@ -10,6 +10,7 @@ import type { TaskHandler, WorkerOptions } from '../../src/worker/options.js';
 import { createWorker } from '../../src/worker/worker.js';
 import type { Worker } from '../../src/worker/worker.js';
 import { ApiClient } from '../../src/worker/api-client.js';
+import { ensureDispatchConsumer } from '../../streams/provision.js';
 import { eventually } from '../helpers/eventually.js';
 import { startNatsServer } from '../helpers/nats-server.js';
 import type { NatsServer } from '../helpers/nats-server.js';
@@ -21,6 +22,7 @@ import {
   taskOf,
 } from '../helpers/worker-fixtures.js';
 import type { TestBackend } from '../helpers/worker-fixtures.js';
+import { freshTopology } from '../helpers/topology.js';
 
 let server: NatsServer;
 let nc: NatsConnection;
@@ -219,5 +221,51 @@ describe('createWorker', () => {
     expect(w.state).toBe('Failed');
     // The task was never started: it waits in the queue for another worker.
     expect(taskOf(ctx, 'r1', 't0').value).toBe('Published');
+  });
+
+  it('joins again when its consumer is gone just after join answered, then binds', async () => {
+    // No backend: this test answers the API, so that the consumer can be missing on purpose.
+    const n = await freshTopology(nc);
+    const joins: unknown[] = [];
+    const api = nc.subscribe(n.subjects.apiAll, {
+      callback: (_e, m) => {
+        void (async (): Promise<void> => {
+          const verb = m.subject.slice(n.subjects.api('').length);
+          if (verb !== 'join') {
+            m.respond(JSON.stringify({ ok: {} }));
+            return;
+          }
+          joins.push(m.json());
+          // The first join answers with the consumer already deleted (the sweep raced it).
+          if (joins.length > 1) await ensureDispatchConsumer(await jetstreamManager(nc), n, 'a');
+          m.respond(
+            JSON.stringify({
+              ok: {
+                pulseIntervalMs: 1_000,
+                pulseTtlMs: 3_000,
+                stream: n.streams.dispatch,
+                consumers: { a: n.consumers.dispatch('a') },
+              },
+            }),
+          );
+        })();
+      },
+    });
+    await nc.flush();
+    const w = createWorker({
+      tags: ['a'],
+      nc,
+      prefix: n.prefix,
+      handler: () => 'ok',
+      drainGraceMs: '0s',
+      stopGraceMs: '1s',
+    });
+    workers.push(w);
+    await w.start();
+    expect(w.state).toBe('Running');
+    expect(joins).toHaveLength(2);
+    expect(joins[1]).toEqual(joins[0]);
+    await w.drain();
+    api.unsubscribe();
   });
 });

@@ -43,6 +43,7 @@ describe('loadConfig', () => {
         spotMarginMs: 10_000,
         maxOutputBytes: 64 * 1024 * 1024,
         maxInputBytes: 256 * 1024,
+        maxOpenTasks: 100_000,
         lockTtlMs: 10_000,
         replicas: 1,
         retentionMs: 30 * 86_400_000,
@@ -97,6 +98,7 @@ describe('loadConfig', () => {
         SONAR_SPOT_MARGIN: '5s',
         SONAR_MAX_OUTPUT: '1GiB',
         SONAR_MAX_INPUT: '512KiB',
+        SONAR_MAX_OPEN_TASKS: '2500',
         SONAR_LOCK_TTL: '5s',
         SONAR_REPLICAS: '3',
         SONAR_HTTP_PORT: '8080',
@@ -132,6 +134,7 @@ describe('loadConfig', () => {
         spotMarginMs: 5_000,
         maxOutputBytes: 1024 ** 3,
         maxInputBytes: 512 * 1024,
+        maxOpenTasks: 2_500,
         lockTtlMs: 5_000,
         replicas: 3,
         httpPort: 8080,
@@ -259,6 +262,8 @@ describe('loadConfig', () => {
       ['SONAR_MAX_OUTPUT', '64MB', 'is not a size (e.g. 64MiB)'],
       ['SONAR_MAX_OUTPUT', '0', 'must be more than 0'],
       ['SONAR_MAX_INPUT', '256k', 'is not a size'],
+      ['SONAR_MAX_OPEN_TASKS', '0', 'must be at least 1'],
+      ['SONAR_MAX_OPEN_TASKS', '1e5', 'is not a whole number'],
       ['SONAR_LOCK_TTL', '1s', 'must be more than SONAR_TICK (2s)'],
       ['SONAR_REPLICAS', '7', 'must be at most 5'],
       ['SONAR_REPLICAS', '0', 'must be at least 1'],
@@ -331,7 +336,7 @@ describe('loadConfig', () => {
 
 describe('configVariables', () => {
   it('lists the SONAR_* variables of DESIGN.md §9', () => {
-    expect(configVariables).toHaveLength(36);
+    expect(configVariables).toHaveLength(37);
     expect(configVariables[0]).toBe('SONAR_NATS_URL');
     expect(configVariables.every((v) => v.startsWith('SONAR_'))).toBe(true);
   });

@@ -122,6 +122,19 @@ describe('dashboard views', () => {
     );
   });
 
+  it('lays out a 100k-long after chain without overflowing, and survives a cycle', () => {
+    const steps = Array.from({ length: 100_000 }, (_, i) => ({
+      id: `s${i}`,
+      after: i === 99_999 ? [] : [`s${i + 1}`],
+    }));
+    expect(depthsOf(steps).get('s0')).toBe(99_999);
+    const cyclic = depthsOf([
+      { id: 'a', after: ['b'] },
+      { id: 'b', after: ['a'] },
+    ]);
+    expect([...cyclic.keys()].sort()).toEqual(['a', 'b']);
+  }, 60_000);
+
   it('the overview counts capacity per tag from eligible workers', () => {
     const { p } = world();
     const now = Date.parse(at(10));

@@ -113,6 +113,90 @@ describe('validateRunFile', () => {
   });
 });
 
+describe('bounded checks: no recursion on what a file may hold', () => {
+  /** Linear, but 100k steps take seconds on a loaded machine: the timeout is not the point. */
+  const SLOW_MS = 60_000;
+  /** `[[[...]]]`, `levels` deep, built without recursion (JSON.parse is iterative). */
+  const nested = (levels: number): unknown => JSON.parse('['.repeat(levels) + ']'.repeat(levels));
+  /**
+   * `s0` after `s1` after ... after `s<length-1>`: listed first, the head makes a depth-first
+   * walk go down the whole chain at once (recursion overflowed a few thousand steps down).
+   */
+  const chain = (length: number, closed = false) =>
+    Array.from({ length }, (_, i) => ({
+      id: `s${i}`,
+      tags: ['a'],
+      after: i === length - 1 ? (closed ? ['s0'] : []) : [`s${i + 1}`],
+      tasks: [],
+    }));
+
+  it(
+    'walks a 100k-long after chain without overflowing, and accepts it',
+    () => {
+      expect(stepGraphIssues(chain(100_000))).toEqual([]);
+      const file = { runId: 'r', steps: chain(100_000) };
+      expect(validateRunFile(file, limits).steps).toHaveLength(100_000);
+    },
+    SLOW_MS,
+  );
+
+  it(
+    'finds the cycle that closes a 100k-long chain, shown by its ends',
+    () => {
+      const issues = stepGraphIssues(chain(100_000, true));
+      expect(issues).toHaveLength(1);
+      expect(issues[0]!.message).toMatch(
+        /^cycle in 'after': s0 -> s1 -> .* -> \.\.\. \(99989 more steps\) -> .* -> s99999 -> s0$/,
+      );
+    },
+    SLOW_MS,
+  );
+
+  it(
+    'lists at most 100 of 100k problems, saying how many there are',
+    () => {
+      const steps = Array.from({ length: 100_000 }, (_, i) => ({
+        id: `s${i}`,
+        tags: ['a'],
+        after: ['nope'],
+        tasks: [],
+      }));
+      const err = refusal({ runId: 'r', steps });
+      expect(err.issues).toHaveLength(100);
+      expect(err.message).toMatch(/^run file refused \(100000 problems\): .*; and 99900 more$/);
+    },
+    SLOW_MS,
+  );
+
+  it(
+    'refuses a 100k-deep input by its path, without serializing it',
+    () => {
+      const file = good();
+      file.steps[0]!.tasks[0]!.input = { ok: nested(100_000) };
+      const err = refusal(file);
+      expect(err.issues).toEqual([
+        {
+          path: 'steps.0.tasks.0.input',
+          message: expect.stringMatching(/more than 64 levels deep/) as unknown,
+        },
+      ]);
+    },
+    SLOW_MS,
+  );
+
+  it(
+    'accepts an input exactly 64 levels deep and refuses 65',
+    () => {
+      const file = good();
+      file.steps[0]!.tasks[0]!.input = nested(64);
+      expect(() => validateRunFile(file, { maxInputBytes: Infinity })).not.toThrow();
+      file.steps[0]!.tasks[0]!.input = { a: nested(64) };
+      expect(refusal(file).issues[0]!.path).toBe('steps.0.tasks.0.input');
+    },
+    SLOW_MS,
+  );
+});
+
 describe('runFileHash', () => {
   it('is the same for the same content in any key order, different otherwise', () => {
     const a = validateRunFile(good(), limits);

@@ -11,6 +11,7 @@ import {
 import { SUBMIT_CHUNK_MAX_BYTES } from '../../limits.js';
 import type { ParsedRequestOf, TaskSpecInput } from '../../protocol.js';
 import type { Handlers } from '../api-service.js';
+import { admit } from './admission.js';
 import type { BackendContext } from '../context.js';
 import type { Command } from '../event-writer.js';
 import { syncAll, syncSubject } from './sync.js';
@@ -27,6 +28,8 @@ import { writeAll } from './write-all.js';
  * the server or found already created (same spec: fine; other spec: `conflict`). `commit`
  * checks every step holds its declared number of tasks, then appends `RunSubmitted` last:
  * the reconciler dispatches only runs it has seen submitted, so a cut-short submit is inert.
+ * `begin` also refuses (`overloaded`) a run that would take the open tasks over
+ * `SONAR_MAX_OPEN_TASKS` (admission.ts).
  */
 export function submitHandlers(ctx: BackendContext): Handlers {
   const { names: n, writer } = ctx;
@@ -109,6 +112,11 @@ export function submitHandlers(ctx: BackendContext): Handlers {
       const wanted = new Map(req.steps.map((s) => [s.id, s]));
       const have = stepIdsOf(req.runId);
       await checkSameFile(req.runId, req.hash, have, wanted);
+      const created = have.reduce(
+        (sum, id) => sum + (ctx.loop.projection.stepTasks.get(keyOf(req.runId, id))?.length ?? 0),
+        0,
+      );
+      admit(ctx.loop.projection, req.taskCount, created, ctx.config.maxOpenTasks);
       const cmds: Command[] = [...wanted.values()]
         .filter((s) => !have.includes(s.id))
         .map((s) => ({

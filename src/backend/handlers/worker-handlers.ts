@@ -5,9 +5,9 @@ import {
   ValidationError,
 } from '../../../actors/errors.js';
 import { keyOf } from '../../../actors/ids.js';
-import { ensureDispatchConsumer } from '../../../streams/provision.js';
 import { enqueueFinalization } from '../../../streams/queues.js';
 import { assertOutputSize } from '../../limits.js';
+import { assertSlotsFit, DEFAULT_MAX_PAYLOAD } from '../../pulse-size.js';
 import type { JoinReply, ParsedRequestOf } from '../../protocol.js';
 import { INLINE_OUTPUT_MAX, outputKey } from '../../storage/output-store.js';
 import type { Handlers } from '../api-service.js';
@@ -138,6 +138,9 @@ export function workerHandlers(ctx: BackendContext): Handlers {
 
   return {
     join: async (req): Promise<JoinReply> => {
+      // A worker whose pulse cannot fit in a message would lose its key at its first busy
+      // pulse, and its tasks with it: refused before anything is written.
+      assertSlotsFit(req.slots, ctx.nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD);
       const reply: JoinReply = {
         pulseIntervalMs: ctx.config.pulseIntervalMs,
         pulseTtlMs: ctx.config.pulseTtlMs,
@@ -153,7 +156,9 @@ export function workerHandlers(ctx: BackendContext): Handlers {
       const existing = await workerOf(ctx, req.workerId);
       if (existing) check(existing.value, joinedData(existing.context));
       // The consumers exist before the answer: the worker binds to them right after.
-      await Promise.all(req.tags.map((t) => ensureDispatchConsumer(ctx.jsm, n, t)));
+      // Always asked of the server, never of the cache: a worker whose consumer was deleted
+      // (the sweep) joins again to have it recreated.
+      await Promise.all(req.tags.map((t) => ctx.dispatchConsumers.ensure(t, { force: true })));
       if (existing) return reply;
       try {
         await writer.write({

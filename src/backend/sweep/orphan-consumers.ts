@@ -51,7 +51,10 @@ export async function deleteOrphanConsumers(
   for (const { name, tag } of candidates) {
     if (!(now - (again.get(tag) ?? -Infinity) > ageMs)) continue;
     try {
-      if (await jsm.consumers.delete(stream, name)) report.deleted.push(name);
+      if (await jsm.consumers.delete(stream, name)) {
+        ctx.dispatchConsumers.forget(tag);
+        report.deleted.push(name);
+      }
     } catch (err: unknown) {
       // Gone already (another sweep by hand), or the server is busy: next sweep.
       ctx.log.warn('orphan consumer not deleted', { component: 'sweep', consumer: name, err });

@@ -3,6 +3,7 @@ import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { Command } from 'commander';
 import { EventStore } from '../../../streams/event-store.js';
 import type { BackendContext } from '../../backend/context.js';
+import { DispatchConsumers } from '../../backend/dispatch-consumers.js';
 import { EventWriter } from '../../backend/event-writer.js';
 import { ProjectionLoop } from '../../backend/projection-loop.js';
 import { Liveness } from '../../backend/liveness.js';
@@ -46,6 +47,7 @@ async function sweepContext(cli: CliContext): Promise<BackendContext> {
     loop,
     writer: new EventWriter(store, loop),
     registry: await Registry.open(nc, names),
+    dispatchConsumers: new DispatchConsumers(jsm, names),
     outputs: await createOutputStore(nc, config),
     log,
     // An operator's sweep judges the registry as it finds it, at once: it has seen no outage.

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { loadConfig } from '../../config.js';
 import { createLogger } from '../../log.js';
+import { DEFAULT_MAX_PAYLOAD, maxSlotsFor } from '../../pulse-size.js';
 import { NonRetryableError } from '../../worker/errors.js';
 import type { TaskHandler } from '../../worker/options.js';
 import { runCommand } from '../../worker/task-runner.js';
@@ -32,7 +33,11 @@ export function registerWorker(program: Command): void {
     .command('worker')
     .description('run a worker: pull tasks for its tags and run them')
     .requiredOption('--tags <tags>', 'comma-separated routing tags, e.g. linux,gpu')
-    .option('--slots <n>', 'tasks at once, across all tags', '1')
+    .option(
+      '--slots <n>',
+      `tasks at once, across all tags (at most ${maxSlotsFor(DEFAULT_MAX_PAYLOAD)}: a pulse lists them all)`,
+      '1',
+    )
     .option('--spot', 'watch for spot interruption notices (default: when IMDS answers)')
     .option('--no-spot', 'never watch for spot notices')
     .option('--worker-id <id>', 'worker id (default: <host>-<nuid>); used once')

@@ -146,21 +146,36 @@ export function buildRunDetail(
   return { ...summaryOf(p, run), steps };
 }
 
-/** Each step's longest path from a root along `after` edges (submit refuses cycles). */
+/**
+ * Each step's longest path from a root along `after` edges (submit refuses cycles). A
+ * depth-first walk on an explicit stack: a run may chain thousands of steps.
+ */
 export function depthsOf(steps: readonly { id: string; after: readonly string[] }[]) {
   const after = new Map(steps.map((s) => [s.id, s.after]));
   const depth = new Map<string, number>();
-  const visit = (id: string, trail: Set<string>): number => {
-    const known = depth.get(id);
-    if (known !== undefined) return known;
-    if (trail.has(id)) return 0; // a cycle cannot be submitted; never loop on a bad log
-    trail.add(id);
-    let d = 0;
-    for (const a of after.get(id) ?? []) if (after.has(a)) d = Math.max(d, visit(a, trail) + 1);
-    trail.delete(id);
-    depth.set(id, d);
-    return d;
-  };
-  for (const s of steps) visit(s.id, new Set());
+  const trail = new Set<string>();
+  for (const s of steps) {
+    if (depth.has(s.id)) continue;
+    const frames = [{ id: s.id, next: 0 }];
+    trail.add(s.id);
+    while (frames.length > 0) {
+      const top = frames[frames.length - 1]!;
+      const deps = after.get(top.id) ?? [];
+      if (top.next < deps.length) {
+        const a = deps[top.next++]!;
+        // A step on the trail closes a cycle: it counts as depth 0, never loop on a bad log.
+        if (after.has(a) && !depth.has(a) && !trail.has(a)) {
+          trail.add(a);
+          frames.push({ id: a, next: 0 });
+        }
+        continue;
+      }
+      let d = 0;
+      for (const a of deps) if (after.has(a)) d = Math.max(d, (depth.get(a) ?? 0) + 1);
+      depth.set(top.id, d);
+      trail.delete(top.id);
+      frames.pop();
+    }
+  }
   return depth;
 }
