@@ -96,7 +96,7 @@ describe('a NATS outage', () => {
       {
         SONAR_NATS_URL: server.url,
         SONAR_PULSE_INTERVAL: '500ms',
-        SONAR_PULSE_TTL: '8s',
+        SONAR_PULSE_TTL: '10s',
         SONAR_TICK: '500ms',
         SONAR_LOCK_TTL: '20s',
       },
@@ -124,21 +124,21 @@ describe('a NATS outage', () => {
     // The worker stays still a little past the server's return: a reconciler that judged
     // at once would find its key gone.
     w.child.kill('SIGSTOP');
-    await new Promise((resolve) => setTimeout(resolve, 10_000));
+    await new Promise((resolve) => setTimeout(resolve, 12_000));
     await server.restart();
-    await new Promise((resolve) => setTimeout(resolve, 4_000));
+    await new Promise((resolve) => setTimeout(resolve, 3_000));
     w.child.kill('SIGCONT');
     await eventually(async () => (await ctx.registry.live()).some((e) => e.workerId === 'w1'), {
       timeoutMs: 15_000,
-      message: "w1's key is back",
+      message: `w1's key is back: ${w.stderr().slice(-3000)}`,
     });
     // Well past the floor: nothing judged the worker.
-    await new Promise((resolve) => setTimeout(resolve, 9_000));
+    await new Promise((resolve) => setTimeout(resolve, 10_000));
     const workerEvents = (await eventsOf(ctx, ctx.names.subjects.worker('w1'))).map((e) => e.type);
-    expect(workerEvents).toEqual(['WorkerJoined']);
+    expect(workerEvents, w.stderr().slice(-3_000)).toEqual(['WorkerJoined']);
     expect(w.child.exitCode).toBeNull();
     expect(ctx.loop.projection.workers.get('w1')?.snapshot.value).toBe('Active');
-  }, 90_000);
+  }, 120_000);
 });
 
 describe('a connection the server refused for good', () => {
