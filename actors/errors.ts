@@ -10,6 +10,7 @@ export const ErrorCode = {
   IllegalTransition: 'illegal_transition',
   Conflict: 'conflict',
   Unavailable: 'unavailable',
+  StoreFull: 'store_full', // new work refused: the event log is near its byte bound
   Decode: 'decode',
   Timeout: 'timeout',
 } as const;

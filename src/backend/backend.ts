@@ -15,6 +15,7 @@ import type { Handlers } from './api-service.js';
 import type { BackendContext } from './context.js';
 import { checkDurability } from './durability-check.js';
 import { EventWriter } from './event-writer.js';
+import { resolveEventsMaxBytes } from './events-store-room.js';
 import { Deadline } from '../grace.js';
 import { Liveness } from './liveness.js';
 import { ProjectionLoop } from './projection-loop.js';
@@ -82,9 +83,11 @@ export class Backend {
       lockTtlMs: config.lockTtlMs,
       finalizeLeaseMs: config.finalizeLeaseMs,
       finalizeMaxDeliver: config.finalizeMaxDeliver,
+      eventsMaxBytes: await resolveEventsMaxBytes(jsm, config.eventsMaxBytes, log),
     });
     const changed = changes.filter((c) => c.action !== 'unchanged');
     if (changed.length > 0) log.info('topology provisioned', { changes: changed });
+    for (const c of changed) if (c.note) log.warn('topology setting adjusted', { ...c });
     await checkDurability(nc, jsm, n, { strictDurability: opts.strictDurability, log });
     const store = new EventStore(nc, n);
     const loop = new ProjectionLoop(store, log.child({ component: 'projection' }));

@@ -45,6 +45,7 @@ describe('loadConfig', () => {
         maxInputBytes: 256 * 1024,
         lockTtlMs: 10_000,
         replicas: 1,
+        eventsMaxBytes: 'auto',
         retentionMs: 30 * 86_400_000,
         fullSweepMs: 3_600_000,
         stopGraceMs: 10_000,
@@ -99,6 +100,7 @@ describe('loadConfig', () => {
         SONAR_MAX_INPUT: '512KiB',
         SONAR_LOCK_TTL: '5s',
         SONAR_REPLICAS: '3',
+        SONAR_EVENTS_MAX_BYTES: '8GiB',
         SONAR_HTTP_PORT: '8080',
         SONAR_RETENTION: '7d',
         SONAR_FULL_SWEEP: '30m',
@@ -134,6 +136,7 @@ describe('loadConfig', () => {
         maxInputBytes: 512 * 1024,
         lockTtlMs: 5_000,
         replicas: 3,
+        eventsMaxBytes: 8 * 1024 ** 3,
         httpPort: 8080,
         retentionMs: 7 * 86_400_000,
         fullSweepMs: 1_800_000,
@@ -262,6 +265,8 @@ describe('loadConfig', () => {
       ['SONAR_LOCK_TTL', '1s', 'must be more than SONAR_TICK (2s)'],
       ['SONAR_REPLICAS', '7', 'must be at most 5'],
       ['SONAR_REPLICAS', '0', 'must be at least 1'],
+      ['SONAR_EVENTS_MAX_BYTES', '8GB', 'is not a size or auto (e.g. 8GiB)'],
+      ['SONAR_EVENTS_MAX_BYTES', '0', 'is not a size or auto'],
       ['SONAR_HTTP_PORT', '70000', 'is not a port'],
       ['SONAR_HTTP_PORT', 'http', 'is not a port'],
       ['SONAR_RETENTION', '1y', 'is not a duration'],
@@ -331,7 +336,7 @@ describe('loadConfig', () => {
 
 describe('configVariables', () => {
   it('lists the SONAR_* variables of DESIGN.md §9', () => {
-    expect(configVariables).toHaveLength(36);
+    expect(configVariables).toHaveLength(37);
     expect(configVariables[0]).toBe('SONAR_NATS_URL');
     expect(configVariables.every((v) => v.startsWith('SONAR_'))).toBe(true);
   });
