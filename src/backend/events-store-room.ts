@@ -35,10 +35,15 @@ export class EventsStoreRoom {
    * Admits new work that will append about `neededBytes`, or refuses it with
    * StoreFullError before anything is written. Call the returned release once the work's
    * writes are done (landed or failed): from then on the stream's own count holds them.
+   *
+   * `begun`: the work belongs to a run that `submit.begin` admitted whole, so it may use the
+   * base reserve too: the events of tasks running meanwhile must not cut an admitted run short.
    */
-  async admit(neededBytes: number): Promise<() => void> {
+  async admit(neededBytes: number, opts: { begun?: boolean } = {}): Promise<() => void> {
     const room = await this.room();
-    if (room.freeBytes !== null && this.admittedBytes + neededBytes > room.freeBytes) {
+    const free =
+      room.freeBytes === null ? null : room.freeBytes + (opts.begun ? room.baseReserveBytes : 0);
+    if (free !== null && this.admittedBytes + neededBytes > free) {
       throw storeFullError(
         { ...room, reservedBytes: room.reservedBytes + this.admittedBytes },
         neededBytes,

@@ -35,6 +35,8 @@ export interface EventsStoreUsage {
 export interface StoreRoom extends EventsStoreUsage {
   /** Kept for the remaining events of `openTasks` and for run, step and worker events. */
   reservedBytes: number;
+  /** The part of `reservedBytes` kept for run, step, worker and system events. */
+  baseReserveBytes: number;
   openTasks: number;
   /** What new work may still take: bound - stored - reserved (may be negative). */
   freeBytes: number | null;
@@ -57,12 +59,23 @@ export function openTasks(p: Projection): number {
 
 export function storeRoom(usage: EventsStoreUsage, openTasks: number): StoreRoom {
   if (usage.maxBytes <= 0) {
-    return { ...usage, reservedBytes: 0, openTasks, freeBytes: null, full: null };
+    return {
+      ...usage,
+      reservedBytes: 0,
+      baseReserveBytes: 0,
+      openTasks,
+      freeBytes: null,
+      full: null,
+    };
   }
-  const base = Math.max(BASE_RESERVE_MIN_BYTES, Math.ceil(usage.maxBytes * BASE_RESERVE_SHARE));
-  const reservedBytes = base + openTasks * OPEN_TASK_RESERVE_BYTES;
+  const baseReserveBytes = Math.max(
+    BASE_RESERVE_MIN_BYTES,
+    Math.ceil(usage.maxBytes * BASE_RESERVE_SHARE),
+  );
+  const reservedBytes = baseReserveBytes + openTasks * OPEN_TASK_RESERVE_BYTES;
   const freeBytes = usage.maxBytes - usage.bytes - reservedBytes;
-  return { ...usage, reservedBytes, openTasks, freeBytes, full: freeBytes < SMALLEST_RUN_BYTES };
+  const full = freeBytes < SMALLEST_RUN_BYTES;
+  return { ...usage, reservedBytes, baseReserveBytes, openTasks, freeBytes, full };
 }
 
 /**

@@ -155,12 +155,17 @@ export function submitHandlers(ctx: BackendContext): Handlers {
     },
   };
 
-  /** Room for a chunk's tasks that do not exist yet (a retried chunk needs none). */
+  /**
+   * Room for a chunk's tasks that do not exist yet (a retried chunk needs none). Its run was
+   * admitted whole by `begin` (with `bytes`, from a newer client), so the chunk may dip into
+   * the base reserve; only a concurrent submit that took the room meanwhile can cut it short,
+   * and a cut-short submit is inert and completed by submitting the same file again.
+   */
   async function admitChunk(req: ParsedRequestOf<'submit.tasks'>): Promise<() => void> {
     const fresh = req.tasks.filter((t) => !ctx.loop.projection.tasks.has(keyOf(req.runId, t.id)));
     if (fresh.length === 0) return () => {};
     const bytes = Buffer.byteLength(JSON.stringify(fresh), 'utf8');
-    return eventsStoreRoom(ctx).admit(newWorkBytes(fresh.length, bytes));
+    return eventsStoreRoom(ctx).admit(newWorkBytes(fresh.length, bytes), { begun: true });
   }
 
   async function begin(
