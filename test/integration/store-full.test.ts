@@ -185,10 +185,10 @@ describe('a full event log', () => {
     expect(await writtenOf('cli')).toBe(0);
 
     // Every admitted run finishes: started, results accepted, finalized.
-    await eventually(
-      () => admitted.every((r) => p().runs.get(r)?.snapshot.value === 'Succeeded'),
-      { timeoutMs: 90_000, message: 'admitted runs succeeded' },
-    );
+    await eventually(() => admitted.every((r) => p().runs.get(r)?.snapshot.value === 'Succeeded'), {
+      timeoutMs: 90_000,
+      message: 'admitted runs succeeded',
+    });
     expect(tasksByState(p()).Succeeded).toBe(admitted.length * 6);
 
     // Fill the log exactly with a run nobody serves: its tasks stay open, so the room stays gone.
