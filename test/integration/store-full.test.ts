@@ -162,6 +162,12 @@ describe('a full event log', () => {
       try {
         await client.submit(runOf(`r${i}`, 'linux', 6));
         admitted.push(`r${i}`);
+        if (i === 0) {
+          await eventually(() => p().tasksByState.Running.size > 0, {
+            timeoutMs: 20_000,
+            message: 'tasks running',
+          });
+        }
       } catch (err: unknown) {
         refusal = err;
         inFlightAtRefusal = p().tasksByState.Published.size + p().tasksByState.Running.size;
