@@ -17,7 +17,9 @@ import { SMALLEST_RUN_BYTES } from '../../src/backend/store-room.js';
 import { tasksByState } from '../../src/backend/task-counts.js';
 import { SonarClient } from '../../src/client/client.js';
 import { HttpComponent } from '../../src/http/http-component.js';
+import { requestSchemas } from '../../src/protocol.js';
 import type { RunFile } from '../../src/protocol.js';
+import { errorReply, validationErrorOf } from '../../src/backend/api-service.js';
 import { isApiError } from '../../src/worker/api-client.js';
 import { eventually } from '../helpers/eventually.js';
 import { startNatsServer } from '../helpers/nats-server.js';
@@ -279,5 +281,51 @@ describe('the events stream bound', () => {
     expect((await jsm.streams.info(n.streams.events)).config.max_bytes).toBe(4 * MiB);
     const again = await ensureTopology(jsm, n, opts);
     expect(again.every((c) => c.action === 'unchanged')).toBe(true);
+  });
+});
+
+describe('a client against a backend older than submit.begin `bytes`', () => {
+  it('asks again without the field when the backend refuses it as unknown', async () => {
+    const n = await freshTopology(nc);
+    // The older backend's schema: `submit.begin` without `bytes`, strict as every request is.
+    const older = requestSchemas['submit.begin'].omit({ bytes: true });
+    const begins: Record<string, unknown>[] = [];
+    const reply = (body: unknown) => new TextEncoder().encode(JSON.stringify(body));
+    const subs = [
+      nc.subscribe(n.subjects.api('submit.begin'), {
+        callback: (_err, msg) => {
+          const req = msg.json<Record<string, unknown>>();
+          begins.push(req);
+          const parsed = older.safeParse(req);
+          msg.respond(
+            reply(
+              parsed.success
+                ? { ok: { runId: req['runId'] } }
+                : errorReply(validationErrorOf('submit.begin', parsed.error)),
+            ),
+          );
+        },
+      }),
+      nc.subscribe(n.subjects.api('submit.tasks'), {
+        callback: (_err, msg) => {
+          msg.respond(reply({ ok: {} }));
+        },
+      }),
+      nc.subscribe(n.subjects.api('submit.commit'), {
+        callback: (_err, msg) => {
+          msg.respond(reply({ ok: { runId: 'old', taskCount: 2 } }));
+        },
+      }),
+    ];
+    try {
+      const client = new SonarClient(nc, { prefix: n.prefix });
+      await expect(client.submit(runOf('old', 'linux', 2, 1))).resolves.toEqual({
+        runId: 'old',
+        taskCount: 2,
+      });
+      expect(begins.map((b) => 'bytes' in b)).toEqual([true, false]);
+    } finally {
+      for (const s of subs) s.unsubscribe();
+    }
   });
 });
