@@ -15,7 +15,7 @@ import type { Handlers } from './api-service.js';
 import type { BackendContext } from './context.js';
 import { checkDurability } from './durability-check.js';
 import { EventWriter } from './event-writer.js';
-import { resolveEventsMaxBytes } from './events-store-room.js';
+import { eventsBoundRefusal, resolveEventsMaxBytes } from './events-store-room.js';
 import { Deadline } from '../grace.js';
 import { Liveness } from './liveness.js';
 import { ProjectionLoop } from './projection-loop.js';
@@ -77,13 +77,16 @@ export class Backend {
     const nc = opts.nc ?? (await connectNats(config, { name: `sonar-backend-${nodeId}` }));
     const n = names(config.prefix);
     const jsm = await jetstreamManager(nc);
+    const eventsMaxBytes = await resolveEventsMaxBytes(jsm, config.eventsMaxBytes, log);
     const changes = await ensureTopology(jsm, n, {
       replicas: config.replicas,
       pulseTtlMs: config.pulseTtlMs,
       lockTtlMs: config.lockTtlMs,
       finalizeLeaseMs: config.finalizeLeaseMs,
       finalizeMaxDeliver: config.finalizeMaxDeliver,
-      eventsMaxBytes: await resolveEventsMaxBytes(jsm, config.eventsMaxBytes, log),
+      eventsMaxBytes,
+    }).catch((err: unknown) => {
+      throw eventsBoundRefusal(err, eventsMaxBytes);
     });
     const changed = changes.filter((c) => c.action !== 'unchanged');
     if (changed.length > 0) log.info('topology provisioned', { changes: changed });

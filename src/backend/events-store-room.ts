@@ -1,7 +1,14 @@
 import type { JetStreamManager } from '@nats-io/jetstream';
 import type { Logger } from '../log.js';
 import type { BackendContext } from './context.js';
-import { eventsMaxBytesFor, openTasks, storeFullError, storeRoom } from './store-room.js';
+import { isStoreFullApiError, StoreFullApiCodes } from '../../streams/errors.js';
+import {
+  approxSize,
+  eventsMaxBytesFor,
+  openTasks,
+  storeFullError,
+  storeRoom,
+} from './store-room.js';
 import type { EventsStoreUsage, StoreRoom } from './store-room.js';
 
 /**
@@ -88,4 +95,21 @@ export async function resolveEventsMaxBytes(
     );
   }
   return bound;
+}
+
+/**
+ * The server refuses a stream whose `max_bytes` it cannot reserve (err 10047): say which
+ * setting asked for it. Any other error is returned as is.
+ */
+export function eventsBoundRefusal(err: unknown, eventsMaxBytes: number): unknown {
+  if (!(
+    eventsMaxBytes > 0 &&
+    isStoreFullApiError(err) &&
+    err.code === StoreFullApiCodes.StorageResourcesExceeded
+  ))
+    return err;
+  return new Error(
+    `SONAR_EVENTS_MAX_BYTES (${approxSize(eventsMaxBytes)}) is more than the JetStream store can reserve (${err.message}): lower it under the server's max_file_store`,
+    { cause: err },
+  );
 }

@@ -329,3 +329,45 @@ describe('a client against a backend older than submit.begin `bytes`', () => {
     }
   });
 });
+
+describe('SONAR_EVENTS_MAX_BYTES', () => {
+  it('auto: half the account JetStream storage limit when the account has one', async () => {
+    const accountDir = await mkdtemp(join(tmpdir(), 'sonar-store-account-'));
+    const config = join(accountDir, 'server.conf');
+    await writeFile(
+      config,
+      [
+        `jetstream { store_dir: "${accountDir}/js", max_file_store: 64MB }`,
+        'accounts { APP: { jetstream: { max_file: 16MB, max_mem: 1MB }, users: [{ user: app, password: app }] } }',
+        '',
+      ].join('\n'),
+    );
+    const own = await startNatsServer({ config, storeDir: join(accountDir, 'js') });
+    const appNc = await connect({ servers: own.url, user: 'app', pass: 'app' });
+    try {
+      const limit = (await (await jetstreamManager(appNc)).getAccountInfo()).limits.max_storage;
+      expect(limit).toBeGreaterThan(0);
+      const t = await startTestBackend(own.url, appNc);
+      try {
+        const info = await t.ctx.jsm.streams.info(t.ctx.names.streams.events);
+        expect(info.config.max_bytes).toBe(Math.floor(limit / 2));
+        expect(info.config.discard).toBe('new');
+      } finally {
+        await t.stop();
+      }
+    } finally {
+      await appNc.close();
+      await own.stop();
+      await rm(accountDir, { recursive: true, force: true });
+    }
+  });
+
+  it('a bound the server cannot reserve stops the backend with the setting named', async () => {
+    const err = await startTestBackend(server.url, nc, { SONAR_EVENTS_MAX_BYTES: '100MiB' }).catch(
+      (e: unknown) => e,
+    );
+    expect((err as Error).message).toMatch(
+      /^SONAR_EVENTS_MAX_BYTES \(100 MiB\) is more than the JetStream store can reserve/,
+    );
+  });
+});
