@@ -16,6 +16,8 @@ export const ErrorCode = {
    * once, unlike `unavailable`; submit again once open tasks have settled.
    */
   Overloaded: 'overloaded',
+  /** New work refused: the event log is near its byte bound (`SONAR_EVENTS_MAX_BYTES`). */
+  StoreFull: 'store_full',
   Decode: 'decode',
   Timeout: 'timeout',
   /** A reply's code this client does not know (a newer backend's): a final failure. */

@@ -155,6 +155,14 @@ export interface SonarConfig {
    */
   replicas: number;
   /**
+   * `SONAR_EVENTS_MAX_BYTES`: the events stream's own byte bound; new work is refused before
+   * it is reached (error `store_full`), so the registry, the leader lock and the tasks already
+   * running keep room. `auto`: half the account's JetStream storage limit when it has one,
+   * else no bound.
+   * @defaultValue auto
+   */
+  eventsMaxBytes: number | 'auto';
+  /**
    * `SONAR_HTTP_PORT`: one port for `/metrics`, `/healthz`, `/readyz`, the dashboard and its
    * API; `0` picks a free port.
    * @defaultValue unset (off)
@@ -260,6 +268,7 @@ export const configDefaults = {
   SONAR_MAX_OPEN_TASKS: '100000',
   SONAR_LOCK_TTL: '10s',
   SONAR_REPLICAS: '1',
+  SONAR_EVENTS_MAX_BYTES: 'auto',
   SONAR_RETENTION: '30d',
   SONAR_FULL_SWEEP: '1h',
   SONAR_STOP_GRACE: '10s',
@@ -324,6 +333,15 @@ function integer(min: number, max = Number.MAX_SAFE_INTEGER): Parser<number> {
     return n;
   };
 }
+
+const sizeOrAuto: Parser<number | 'auto'> = (raw) => {
+  if (String(raw).trim().toLowerCase() === 'auto') return 'auto';
+  try {
+    return size(raw);
+  } catch {
+    throw new Error(`${show(raw)} is not a size or auto (e.g. 8GiB)`);
+  }
+};
 
 const positiveNumber: Parser<number> = (raw) => {
   const trimmed = String(raw).trim();
@@ -434,6 +452,7 @@ export const sonarEnvSchema = z
     SONAR_MAX_OPEN_TASKS: setting(d.SONAR_MAX_OPEN_TASKS, integer(1)),
     SONAR_LOCK_TTL: setting(d.SONAR_LOCK_TTL, duration(1)),
     SONAR_REPLICAS: setting(d.SONAR_REPLICAS, integer(1, 5)),
+    SONAR_EVENTS_MAX_BYTES: setting(d.SONAR_EVENTS_MAX_BYTES, sizeOrAuto),
     SONAR_HTTP_PORT: optionalSetting(port),
     SONAR_HTTP_HOST: optionalSetting(text),
     SONAR_HTTP_TOKEN: optionalSetting(text),
@@ -512,6 +531,7 @@ export const sonarEnvSchema = z
       maxOpenTasks: env.SONAR_MAX_OPEN_TASKS,
       lockTtlMs: env.SONAR_LOCK_TTL,
       replicas: env.SONAR_REPLICAS,
+      eventsMaxBytes: env.SONAR_EVENTS_MAX_BYTES,
       httpPort: env.SONAR_HTTP_PORT,
       httpHost: env.SONAR_HTTP_HOST,
       httpToken: env.SONAR_HTTP_TOKEN,
@@ -561,6 +581,7 @@ const FIELD_NAMES: Record<ConfigVariable, string> = {
   SONAR_MAX_OPEN_TASKS: 'maxOpenTasks',
   SONAR_LOCK_TTL: 'lockTtlMs',
   SONAR_REPLICAS: 'replicas',
+  SONAR_EVENTS_MAX_BYTES: 'eventsMaxBytes',
   SONAR_HTTP_PORT: 'httpPort',
   SONAR_HTTP_HOST: 'httpHost',
   SONAR_HTTP_TOKEN: 'httpToken',

@@ -125,6 +125,9 @@ export const requestSchemas = {
       .array(stepInRunFile.omit({ tasks: true }).extend({ taskCount: z.number().int().min(0) }))
       .min(1),
     taskCount: z.number().int().min(0),
+    // The JSON size of all the run's tasks: the backend refuses a run that would not fit in
+    // the event log before writing anything (`store_full`). Optional: older clients omit it.
+    bytes: z.number().int().min(0).optional(),
   }),
   [Verb.SubmitTasks]: z.strictObject({
     runId: id,

@@ -47,3 +47,18 @@ export const isWrongLastSequence = (err: unknown): boolean =>
   err instanceof JetStreamApiError &&
   (err.code === JetStreamApiCodes.StreamWrongLastSequence ||
     err.code === JetStreamApiCodes.StreamWrongLastSequenceUnknown);
+
+/** JetStream's codes for "no room": see {@link isStoreFullApiError}. */
+export const StoreFullApiCodes = {
+  /** The stream's own bound: `max_bytes` with discard `new` ("maximum bytes exceeded"). */
+  StreamStoreFailed: 10077,
+  /** The account's or the server's store is used up ("insufficient resources"). */
+  InsufficientResources: 10023,
+  /** A stream asks to reserve more than is left ("insufficient storage resources available"). */
+  StorageResourcesExceeded: 10047,
+} as const;
+
+/** JetStream refused a write or a reservation for lack of room. */
+export const isStoreFullApiError = (err: unknown): err is JetStreamApiError =>
+  err instanceof JetStreamApiError &&
+  (Object.values(StoreFullApiCodes) as number[]).includes(err.code);

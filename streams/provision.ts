@@ -16,6 +16,8 @@ export interface TopologyChange {
   name: string;
   action: ChangeAction;
   settings?: string[];
+  /** Why a setting was applied otherwise than asked (see {@link safeMaxBytes}). */
+  note?: string;
 }
 
 /** Settings that cannot change in place: a difference is an error naming the setting. */
@@ -27,6 +29,8 @@ const MUTABLE_STREAM_SETTINGS = [
   'max_age',
   'max_msgs_per_subject',
   'allow_direct',
+  'max_bytes',
+  'discard',
 ] as const;
 const MUTABLE_CONSUMER_SETTINGS = ['ack_wait', 'max_deliver', 'max_ack_pending'] as const;
 const FIXED_CONSUMER_SETTINGS = ['filter_subject', 'ack_policy', 'deliver_policy'] as const;
@@ -60,7 +64,15 @@ async function ensureStream(
     return { kind, name: want.name, action: 'created' };
   }
   const have = info.config as unknown as Record<string, unknown>;
-  const wanted = want as Record<string, unknown>;
+  const wanted = { ...want } as Record<string, unknown>;
+  let note: string | undefined;
+  if (typeof wanted['max_bytes'] === 'number') {
+    const safe = safeMaxBytes(wanted['max_bytes'], info.state.bytes);
+    if (safe !== wanted['max_bytes']) {
+      note = `max_bytes ${String(wanted['max_bytes'])} is below the ${info.state.bytes} bytes stored: set to ${safe} instead, since a lower bound would delete the oldest messages`;
+      wanted['max_bytes'] = safe;
+    }
+  }
   for (const key of FIXED_STREAM_SETTINGS) {
     if (key in wanted && !same(have[key], wanted[key])) {
       throw new TopologyConflictError(`stream ${want.name}`, key, have[key], wanted[key]);
@@ -73,7 +85,19 @@ async function ensureStream(
   const update = { ...info.config };
   for (const key of changed) (update as Record<string, unknown>)[key] = wanted[key];
   await jsm.streams.update(want.name, update);
-  return { kind, name: want.name, action: 'updated', settings: changed };
+  return { kind, name: want.name, action: 'updated', settings: changed, ...(note && { note }) };
+}
+
+/**
+ * The `max_bytes` to apply to a stream that already holds `storedBytes`. nats-server enforces
+ * a lowered bound at once by deleting the oldest messages, even with discard `new`: for the
+ * event log that would be silent data loss. So a bound is never set below what is stored; it
+ * goes to what is stored plus a tenth of the bound asked for (room for the tasks in flight),
+ * and the log refuses new work until retention brings it under the bound asked for.
+ */
+export function safeMaxBytes(wantedMaxBytes: number, storedBytes: number): number {
+  if (wantedMaxBytes <= 0 || storedBytes < wantedMaxBytes) return wantedMaxBytes;
+  return storedBytes + Math.ceil(wantedMaxBytes / 10);
 }
 
 /** Creates or updates a durable consumer; idempotent, and safe from many backends at once. */

@@ -1,4 +1,10 @@
-import { AckPolicy, DeliverPolicy, RetentionPolicy, StorageType } from '@nats-io/jetstream';
+import {
+  AckPolicy,
+  DeliverPolicy,
+  DiscardPolicy,
+  RetentionPolicy,
+  StorageType,
+} from '@nats-io/jetstream';
 import type { ConsumerConfig, StreamConfig } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/transport-node';
 import type { Names } from './names.js';
@@ -10,6 +16,11 @@ export interface TopologyOptions {
   lockTtlMs: number;
   finalizeLeaseMs: number;
   finalizeMaxDeliver: number;
+  /**
+   * The events stream's own byte bound (`max_bytes`, discard `new`); -1 for none. Resolved
+   * from `SONAR_EVENTS_MAX_BYTES` by the backend (src/backend/store-room.ts).
+   */
+  eventsMaxBytes: number;
 }
 
 export const DEFAULT_TOPOLOGY_OPTIONS: TopologyOptions = {
@@ -18,6 +29,7 @@ export const DEFAULT_TOPOLOGY_OPTIONS: TopologyOptions = {
   lockTtlMs: 10_000,
   finalizeLeaseMs: 30_000,
   finalizeMaxDeliver: 6,
+  eventsMaxBytes: -1,
 };
 
 /** Window in which a retried publish with the same `Nats-Msg-Id` is stored once. */
@@ -51,11 +63,17 @@ export function topology(n: Names, opts: TopologyOptions): Topology {
       {
         // The source of truth. Limits retention, kept whole: no per-subject limit, since every
         // event of an aggregate is needed for replay. Dedupe by Nats-Msg-Id = event id for 2 min.
+        // A byte bound of its own with discard `new`: the log fills before the server's store,
+        // so the registry, the lock and the queues (other streams) keep room to write, and a
+        // full log refuses a write instead of dropping its oldest events. The backend admits
+        // new work only while the remaining events of open tasks still fit under it.
         ...common,
         name: n.streams.events,
         subjects: [n.subjects.eventsAll],
         retention: RetentionPolicy.Limits,
         max_msgs_per_subject: -1,
+        max_bytes: opts.eventsMaxBytes,
+        discard: DiscardPolicy.New,
         duplicate_window: nanos(DEDUPE_WINDOW_MS),
         allow_direct: true,
       },

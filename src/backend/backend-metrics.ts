@@ -4,6 +4,7 @@ import { readFleet } from '../../actors/reconciler/fleet.js';
 import type { Projection } from '../../actors/projection.js';
 import { onMetricSignal } from '../metrics.js';
 import type { BackendContext } from './context.js';
+import { eventsStoreRoom } from './events-store-room.js';
 import { TASK_STATES, tasksByState } from './task-counts.js';
 import type { LiveEntry } from './registry.js';
 
@@ -48,6 +49,9 @@ export class BackendMetrics {
   private readonly position: Gauge;
   private readonly connected: Gauge;
   private readonly jetstream: Gauge;
+  private readonly eventsBytes: Gauge;
+  private readonly eventsMaxBytes: Gauge;
+  private readonly eventsFull: Gauge;
 
   constructor(private readonly ctx: BackendContext) {
     const registers = [this.registry];
@@ -69,6 +73,15 @@ export class BackendMetrics {
     );
     this.leader = gauge('sonar_reconciler_leader', '1 when this backend was last elected leader');
     this.position = gauge('sonar_projection_seq', 'Stream sequence the projection has applied');
+    this.eventsBytes = gauge('sonar_events_store_bytes', 'Bytes stored in the events stream');
+    this.eventsMaxBytes = gauge(
+      'sonar_events_store_max_bytes',
+      'The events stream byte bound (SONAR_EVENTS_MAX_BYTES); -1 when unbounded',
+    );
+    this.eventsFull = gauge(
+      'sonar_events_store_full',
+      '1 while new work is refused (store_full): the event log is near its bound',
+    );
 
     const counter = <L extends string>(name: string, help: string, labelNames: L[] = []) =>
       new Counter<L>({ name, help, labelNames, registers });
@@ -207,10 +220,14 @@ export class BackendMetrics {
     // answers, with what this process knows (the connection metrics above all).
     if (!ctx.contact.inContact) return;
 
-    const [entries, depth] = await Promise.all([
+    const [entries, depth, room] = await Promise.all([
       ctx.registry.live(),
       ctx.jsm.streams.info(ctx.names.streams.finalize).then((i) => i.state.messages),
+      eventsStoreRoom(ctx).room(),
     ]);
+    this.eventsBytes.set(room.bytes);
+    this.eventsMaxBytes.set(room.maxBytes > 0 ? room.maxBytes : -1);
+    this.eventsFull.set(room.full === true ? 1 : 0);
     const now = ctx.now();
     const fleet = readFleet(p, entries, now, ctx.config);
     const cap = capacityView(capacityAfter(p, fleet, new Set(), [], ctx.config));

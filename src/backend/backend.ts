@@ -16,6 +16,7 @@ import type { BackendContext } from './context.js';
 import { checkDurability } from './durability-check.js';
 import { DispatchConsumers } from './dispatch-consumers.js';
 import { EventWriter } from './event-writer.js';
+import { eventsBoundRefusal, resolveEventsMaxBytes } from './events-store-room.js';
 import { Deadline } from '../grace.js';
 import { Liveness } from './liveness.js';
 import { ProjectionLoop } from './projection-loop.js';
@@ -77,15 +78,20 @@ export class Backend {
     const nc = opts.nc ?? (await connectNats(config, { name: `sonar-backend-${nodeId}` }));
     const n = names(config.prefix);
     const jsm = await jetstreamManager(nc);
+    const eventsMaxBytes = await resolveEventsMaxBytes(jsm, config.eventsMaxBytes, log);
     const changes = await ensureTopology(jsm, n, {
       replicas: config.replicas,
       pulseTtlMs: config.pulseTtlMs,
       lockTtlMs: config.lockTtlMs,
       finalizeLeaseMs: config.finalizeLeaseMs,
       finalizeMaxDeliver: config.finalizeMaxDeliver,
+      eventsMaxBytes,
+    }).catch((err: unknown) => {
+      throw eventsBoundRefusal(err, eventsMaxBytes);
     });
     const changed = changes.filter((c) => c.action !== 'unchanged');
     if (changed.length > 0) log.info('topology provisioned', { changes: changed });
+    for (const c of changed) if (c.note) log.warn('topology setting adjusted', { ...c });
     await checkDurability(nc, jsm, n, { strictDurability: opts.strictDurability, log });
     const store = new EventStore(nc, n);
     const loop = new ProjectionLoop(store, log.child({ component: 'projection' }));

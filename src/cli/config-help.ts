@@ -28,6 +28,7 @@ const WHAT: Partial<Record<ConfigVariable, string>> = {
   SONAR_MAX_OPEN_TASKS: 'a submit past this many open (unsettled) tasks is refused',
   SONAR_LOCK_TTL: 'leader lock TTL (more than the tick)',
   SONAR_REPLICAS: 'replicas of every stream and bucket',
+  SONAR_EVENTS_MAX_BYTES: 'byte bound of the events stream; new work is refused near it',
   SONAR_HTTP_PORT: 'serve /metrics /healthz /readyz and the dashboard here; 0 = any free port',
   SONAR_HTTP_HOST: 'address the HTTP server binds',
   SONAR_RETENTION: 'runs finished longer ago are purged',

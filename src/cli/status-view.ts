@@ -5,6 +5,8 @@ import type { CapacityView } from '../../actors/reconciler/decisions.js';
 import type { TaskState } from '../../actors/task/task.machine.js';
 import { TASK_STATES, tasksByState } from '../backend/task-counts.js';
 import type { LiveEntry } from '../backend/registry.js';
+import { openTasks, storeRoom } from '../backend/store-room.js';
+import type { EventsStoreUsage } from '../backend/store-room.js';
 
 /** `sonar status --json` (issue 6; documented in the README). */
 export interface StatusView {
@@ -44,6 +46,12 @@ export interface StatusView {
   finalizeQueue: number;
   /** Tasks held Poisoned (of `--run`, else of all runs). */
   poisoned: number;
+  /**
+   * The events stream's room (README "Limits"): bytes stored, its bound (null: none), what
+   * new work may still take after the share kept for open tasks (null: no bound), and `full`
+   * when even a one-task run would be refused with `store_full`.
+   */
+  eventsStore?: { bytes: number; maxBytes: number | null; freeBytes: number | null; full: boolean };
 }
 
 export interface StatusInput {
@@ -58,6 +66,8 @@ export interface StatusInput {
   runId?: string;
   /** Every run, finished ones included (default: runs with work still open). */
   all?: boolean;
+  /** The events stream's bytes and bound, as the server reports them. */
+  eventsStore?: EventsStoreUsage;
 }
 
 const nonZero = (counts: Record<TaskState, number>): Partial<Record<TaskState, number>> => {
@@ -127,5 +137,16 @@ export function statusView(input: StatusInput): StatusView {
     ),
     finalizeQueue: input.finalizeQueue,
     poisoned: tasksByState(p, input.runId).Poisoned,
+    ...(input.eventsStore && { eventsStore: eventsStoreView(input.eventsStore, p) }),
+  };
+}
+
+function eventsStoreView(usage: EventsStoreUsage, p: Projection): StatusView['eventsStore'] {
+  const room = storeRoom(usage, openTasks(p));
+  return {
+    bytes: room.bytes,
+    maxBytes: room.maxBytes > 0 ? room.maxBytes : null,
+    freeBytes: room.freeBytes,
+    full: room.full === true,
   };
 }

@@ -10,7 +10,7 @@ import type { Logger } from '../log.js';
 import { connectNats } from '../nats.js';
 import type { ConnectSettings } from '../nats.js';
 import type { ParsedRunFile, TaskSpecInput } from '../protocol.js';
-import { ApiClient } from '../worker/api-client.js';
+import { ApiClient, isApiError } from '../worker/api-client.js';
 import { runFileHash, validateRunFile } from './run-file.js';
 
 /** Options of {@link SonarClient}. */
@@ -53,6 +53,16 @@ export interface RunStatus {
   steps: Record<string, string>;
   /** Tasks per state, e.g. `{ Pending: 3, Succeeded: 7 }`. */
   tasks: Record<string, number>;
+}
+
+/** A `validation` answer that names `field` as an unknown key (zod's unrecognized_keys). */
+function isUnknownFieldRefusal(err: unknown, field: string): boolean {
+  if (!isApiError(err, 'validation')) return false;
+  const issues = (err.details['issues'] ?? []) as { path?: unknown; message?: unknown }[];
+  return (
+    Array.isArray(issues) &&
+    issues.some((i) => typeof i.message === 'string' && i.message.includes(`"${field}"`))
+  );
 }
 
 /** Splits tasks into chunks of at most 1,000 tasks and 512 KiB of JSON. */
@@ -119,11 +129,18 @@ export class SonarClient {
       maxInputBytes: this.opts.maxInputBytes ?? 256 * 1024,
     });
     const taskCount = file.steps.reduce((n, s) => n + s.tasks.length, 0);
-    await this.api.request('submit.begin', {
+    const begin = {
       runId: file.runId,
       hash: runFileHash(file),
       steps: file.steps.map(({ tasks, ...step }) => ({ ...step, taskCount: tasks.length })),
       taskCount,
+    };
+    // `bytes` lets the backend refuse a run too large for the event log before it writes
+    // anything; a backend older than the field refuses it as unknown: ask again without it.
+    const bytes = file.steps.reduce((n, s) => n + Buffer.byteLength(JSON.stringify(s.tasks)), 0);
+    await this.api.request('submit.begin', { ...begin, bytes }).catch((err: unknown) => {
+      if (!isUnknownFieldRefusal(err, 'bytes')) throw err;
+      return this.api.request('submit.begin', begin);
     });
     const chunks = file.steps.flatMap((s) =>
       chunkTasks(s.tasks).map((tasks) => ({ runId: file.runId, stepId: s.id, tasks })),

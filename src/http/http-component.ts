@@ -1,6 +1,7 @@
 import type { Component } from '../backend/backend.js';
 import { BackendMetrics } from '../backend/backend-metrics.js';
 import type { BackendContext } from '../backend/context.js';
+import { eventsStoreRoom } from '../backend/events-store-room.js';
 import { registeredHttpRoutes } from './routes.js';
 import type { HttpRoutes } from './routes.js';
 import { HttpServer, sendJson } from './server.js';
@@ -54,6 +55,7 @@ export class HttpComponent implements Component {
     ready: boolean;
     checks: Record<string, boolean>;
     lag: number | null;
+    storeFull: boolean | null;
   }> {
     const { contact, loop } = this.ctx;
     const connected = contact.connection.connected;
@@ -66,7 +68,18 @@ export class HttpComponent implements Component {
       caughtUp: loop.caughtUp,
       projection: lag !== null && lag <= READY_LAG_BOUND && loop.stoppedWith === null,
     };
-    return { ready: Object.values(checks).every(Boolean), checks, lag };
+    // A full event log refuses new work only: the backend still serves running tasks, so it
+    // stays ready and says so in a field of its own (null when unknown or unbounded).
+    const storeFull = connected ? await this.storeFull() : null;
+    return { ready: Object.values(checks).every(Boolean), checks, lag, storeFull };
+  }
+
+  private async storeFull(): Promise<boolean | null> {
+    const read = eventsStoreRoom(this.ctx)
+      .room()
+      .then((r) => r.full)
+      .catch(() => null);
+    return (await settleWithin(read, LAG_READ_TIMEOUT_MS)) === 'done' ? read : null;
   }
 
   /** Events the projection still has to apply, or null when the server does not say. */

@@ -105,6 +105,7 @@ describe('the HTTP server (SONAR_HTTP_PORT)', () => {
         projection: true,
       },
       lag: 0,
+      storeFull: null,
     });
     expect(await (await get('/extra/x/y')).json()).toEqual({ path: '/extra/x/y' });
     expect((await get('/nope')).status).toBe(404);

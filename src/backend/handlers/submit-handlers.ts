@@ -14,8 +14,21 @@ import type { Handlers } from '../api-service.js';
 import { admit } from './admission.js';
 import type { BackendContext } from '../context.js';
 import type { Command } from '../event-writer.js';
+import { isStoreFullApiError } from '../../../streams/errors.js';
+import { eventsStoreRoom } from '../events-store-room.js';
+import { newWorkBytes, storeFullFromServer } from '../store-room.js';
 import { syncAll, syncSubject } from './sync.js';
 import { writeAll } from './write-all.js';
+
+/** A write the server refused for lack of room is told as `store_full`, like an admission. */
+async function refusingFullStore<T>(work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (err: unknown) {
+    if (isStoreFullApiError(err)) throw storeFullFromServer(err);
+    throw err;
+  }
+}
 
 /**
  * The chunked submit of DESIGN.md section 6: `submit.begin`, `submit.tasks`, `submit.commit`.
@@ -30,6 +43,11 @@ import { writeAll } from './write-all.js';
  * the reconciler dispatches only runs it has seen submitted, so a cut-short submit is inert.
  * `begin` also refuses (`overloaded`) a run that would take the open tasks over
  * `SONAR_MAX_OPEN_TASKS` (admission.ts).
+ *
+ * New work is admitted only while it fits in the event log next to what open tasks still have
+ * to append (store-room.ts): `begin` judges the whole run (its task count, and the tasks' size
+ * when the client sends `bytes`) before writing anything, each chunk judges itself, and a
+ * refusal is `store_full`. `commit` is never refused for room: it only ends an admitted run.
  */
 export function submitHandlers(ctx: BackendContext): Handlers {
   const { names: n, writer } = ctx;
@@ -117,142 +135,184 @@ export function submitHandlers(ctx: BackendContext): Handlers {
         0,
       );
       admit(ctx.loop.projection, req.taskCount, created, ctx.config.maxOpenTasks);
-      const cmds: Command[] = [...wanted.values()]
-        .filter((s) => !have.includes(s.id))
-        .map((s) => ({
-          subject: n.subjects.step(req.runId, s.id),
-          type: 'StepCreated',
-          data: {
-            runId: req.runId,
-            stepId: s.id,
-            tags: s.tags,
-            ...(s.maxConcurrent !== undefined && { maxConcurrent: s.maxConcurrent }),
-            after: s.after,
-            taskCount: s.taskCount,
-            output: s.output,
-            ...(s.timeoutMs !== undefined && { timeoutMs: s.timeoutMs }),
-          },
-          id: stepEventId(req.runId, s.id, req.hash),
-        }));
-      // One by one, in file order: the steps' creation order is their dispatch order.
-      const mine = new Set<string>();
-      for (const cmd of cmds) {
-        try {
-          await writer.write(cmd);
-          mine.add((cmd.data as { stepId: string }).stepId);
-        } catch (err: unknown) {
-          if (!(err instanceof IllegalTransitionError)) throw err;
-        }
+      // A run already committed needs no room; any other begin is new work, judged whole.
+      const release = ctx.loop.projection.runs.has(req.runId)
+        ? () => {}
+        : await eventsStoreRoom(ctx).admit(newWorkBytes(req.taskCount, req.bytes ?? 0));
+      try {
+        return await refusingFullStore(() => begin(req, wanted, have));
+      } finally {
+        release();
       }
-      // A concurrent begin of another file may have won a step, or added steps of its own:
-      // look again, and read the creation of every step this request did not write itself.
-      if (cmds.length > 0) {
-        await syncAll(ctx);
-        const others = stepIdsOf(req.runId).filter((id) => !mine.has(id) && !have.includes(id));
-        await checkSameFile(req.runId, req.hash, others, wanted);
-      }
-      return { runId: req.runId, steps: req.steps.length, taskCount: req.taskCount };
     },
 
     'submit.tasks': async (req) => {
-      // The step, not the whole stream: concurrent chunks of this run must not wait on each
-      // other's appends. A task another backend created meanwhile is caught by its event id
-      // (deduped) or by the append's expected sequence (then re-judged), and checked below.
-      await syncSubject(ctx, n.subjects.step(req.runId, req.stepId));
-      const stepEntry = ctx.loop.projection.steps.get(keyOf(req.runId, req.stepId));
-      if (!stepEntry) {
-        throw new SonarError(
-          ErrorCode.NotFound,
-          `step ${req.stepId} of run ${req.runId} was not begun: call submit.begin first`,
-          { runId: req.runId, stepId: req.stepId },
-        );
+      const release = await admitChunk(req);
+      try {
+        return await refusingFullStore(() => tasks(req));
+      } finally {
+        release();
       }
-      const step = stepEntry.snapshot.context;
-      const issues = chunkIssues(req, ctx.config.maxInputBytes);
-      if (issues.length > 0) throw validationError('submit.tasks', issues);
-      const fresh: { cmd: Command; task: TaskSpecInput }[] = [];
-      const toCheck: TaskSpecInput[] = [];
-      for (const t of req.tasks) {
-        if (ctx.loop.projection.tasks.has(keyOf(req.runId, t.id))) toCheck.push(t);
-        else {
-          const cmd: Command = {
-            subject: n.subjects.task(req.runId, t.id),
-            type: 'TaskCreated',
-            data: taskData(req.runId, step, t),
-            id: `create.${req.runId}.${t.id}`,
-          };
-          fresh.push({ cmd, task: t });
-        }
-      }
-      const stepKey = keyOf(req.runId, req.stepId);
-      const before = ctx.loop.projection.stepTasks.get(stepKey)?.length ?? 0;
-      if (before + fresh.length > step.taskCount) {
-        const message = `step ${req.stepId} declares ${step.taskCount} tasks; this chunk would make ${before + fresh.length}`;
-        throw validationError('submit.tasks', [{ path: 'tasks', message }]);
-      }
-      const conflicts = differingTasks(req.runId, step, toCheck);
-      if (conflicts.length === 0) {
-        const outcomes = await writeAll(
-          writer,
-          fresh.map((f) => f.cmd),
-        );
-        // Only what this request did not append itself may differ from what it asked for.
-        const others = fresh.filter((_, i) => outcomes[i] !== 'written').map((f) => f.task);
-        conflicts.push(...differingTasks(req.runId, step, others));
-      }
-      if (conflicts.length > 0) {
-        throw new SonarError(
-          ErrorCode.Conflict,
-          `run ${req.runId}: ${conflicts.length} task(s) already exist with a different spec (${conflicts.slice(0, 5).join(', ')}${conflicts.length > 5 ? ', ...' : ''}): a different run file under an existing runId`,
-          { runId: req.runId, taskIds: conflicts.slice(0, 100) },
-        );
-      }
-      const taskCount = ctx.loop.projection.stepTasks.get(stepKey)?.length ?? 0;
-      return { runId: req.runId, stepId: req.stepId, taskCount };
     },
 
     'submit.commit': async (req) => {
       await syncAll(ctx);
       const run = ctx.loop.projection.runs.get(req.runId);
       if (run) return { runId: req.runId, taskCount: run.snapshot.context.taskCount };
-      const stepIds = stepIdsOf(req.runId);
-      if (stepIds.length === 0) {
-        throw new SonarError(
-          ErrorCode.NotFound,
-          `run ${req.runId} has no submit in progress: call submit.begin first`,
-          { runId: req.runId },
-        );
-      }
-      const issues: Issue[] = [];
-      let taskCount = 0;
-      for (const stepId of stepIds) {
-        const want = ctx.loop.projection.steps.get(keyOf(req.runId, stepId))?.snapshot.context
-          .taskCount;
-        const have = ctx.loop.projection.stepTasks.get(keyOf(req.runId, stepId))?.length ?? 0;
-        if (want === undefined) continue;
-        taskCount += want;
-        if (have !== want) {
-          issues.push({
-            path: `steps.${stepId}`,
-            message: `has ${have} of its ${want} tasks: send the missing chunks, then commit`,
-          });
-        }
-      }
-      if (issues.length > 0) throw validationError('submit.commit', issues);
-      try {
-        await writer.write({
-          subject: n.subjects.run(req.runId),
-          type: 'RunSubmitted',
-          data: { runId: req.runId, stepIds, taskCount },
-          id: `run.${req.runId}`,
-        });
-      } catch (err: unknown) {
-        // Committed meanwhile by a retry on another backend: the same answer.
-        if (!(err instanceof IllegalTransitionError)) throw err;
-      }
-      return { runId: req.runId, taskCount };
+      return refusingFullStore(() => commit(req));
     },
   };
+
+  /**
+   * Room for a chunk's tasks that do not exist yet (a retried chunk needs none). Its run was
+   * admitted whole by `begin` (with `bytes`, from a newer client), so the chunk may dip into
+   * the base reserve; only a concurrent submit that took the room meanwhile can cut it short,
+   * and a cut-short submit is inert and completed by submitting the same file again.
+   */
+  async function admitChunk(req: ParsedRequestOf<'submit.tasks'>): Promise<() => void> {
+    const fresh = req.tasks.filter((t) => !ctx.loop.projection.tasks.has(keyOf(req.runId, t.id)));
+    if (fresh.length === 0) return () => {};
+    const bytes = Buffer.byteLength(JSON.stringify(fresh), 'utf8');
+    return eventsStoreRoom(ctx).admit(newWorkBytes(fresh.length, bytes), { begun: true });
+  }
+
+  async function begin(
+    req: ParsedRequestOf<'submit.begin'>,
+    wanted: Map<string, ParsedRequestOf<'submit.begin'>['steps'][number]>,
+    have: string[],
+  ) {
+    const cmds: Command[] = [...wanted.values()]
+      .filter((s) => !have.includes(s.id))
+      .map((s) => ({
+        subject: n.subjects.step(req.runId, s.id),
+        type: 'StepCreated',
+        data: {
+          runId: req.runId,
+          stepId: s.id,
+          tags: s.tags,
+          ...(s.maxConcurrent !== undefined && { maxConcurrent: s.maxConcurrent }),
+          after: s.after,
+          taskCount: s.taskCount,
+          output: s.output,
+          ...(s.timeoutMs !== undefined && { timeoutMs: s.timeoutMs }),
+        },
+        id: stepEventId(req.runId, s.id, req.hash),
+      }));
+    // One by one, in file order: the steps' creation order is their dispatch order.
+    const mine = new Set<string>();
+    for (const cmd of cmds) {
+      try {
+        await writer.write(cmd);
+        mine.add((cmd.data as { stepId: string }).stepId);
+      } catch (err: unknown) {
+        if (!(err instanceof IllegalTransitionError)) throw err;
+      }
+    }
+    // A concurrent begin of another file may have won a step, or added steps of its own:
+    // look again, and read the creation of every step this request did not write itself.
+    if (cmds.length > 0) {
+      await syncAll(ctx);
+      const others = stepIdsOf(req.runId).filter((id) => !mine.has(id) && !have.includes(id));
+      await checkSameFile(req.runId, req.hash, others, wanted);
+    }
+    return { runId: req.runId, steps: req.steps.length, taskCount: req.taskCount };
+  }
+
+  async function tasks(req: ParsedRequestOf<'submit.tasks'>) {
+    // The step, not the whole stream: concurrent chunks of this run must not wait on each
+    // other's appends. A task another backend created meanwhile is caught by its event id
+    // (deduped) or by the append's expected sequence (then re-judged), and checked below.
+    await syncSubject(ctx, n.subjects.step(req.runId, req.stepId));
+    const stepEntry = ctx.loop.projection.steps.get(keyOf(req.runId, req.stepId));
+    if (!stepEntry) {
+      throw new SonarError(
+        ErrorCode.NotFound,
+        `step ${req.stepId} of run ${req.runId} was not begun: call submit.begin first`,
+        { runId: req.runId, stepId: req.stepId },
+      );
+    }
+    const step = stepEntry.snapshot.context;
+    const issues = chunkIssues(req, ctx.config.maxInputBytes);
+    if (issues.length > 0) throw validationError('submit.tasks', issues);
+    const fresh: { cmd: Command; task: TaskSpecInput }[] = [];
+    const toCheck: TaskSpecInput[] = [];
+    for (const t of req.tasks) {
+      if (ctx.loop.projection.tasks.has(keyOf(req.runId, t.id))) toCheck.push(t);
+      else {
+        const cmd: Command = {
+          subject: n.subjects.task(req.runId, t.id),
+          type: 'TaskCreated',
+          data: taskData(req.runId, step, t),
+          id: `create.${req.runId}.${t.id}`,
+        };
+        fresh.push({ cmd, task: t });
+      }
+    }
+    const stepKey = keyOf(req.runId, req.stepId);
+    const before = ctx.loop.projection.stepTasks.get(stepKey)?.length ?? 0;
+    if (before + fresh.length > step.taskCount) {
+      const message = `step ${req.stepId} declares ${step.taskCount} tasks; this chunk would make ${before + fresh.length}`;
+      throw validationError('submit.tasks', [{ path: 'tasks', message }]);
+    }
+    const conflicts = differingTasks(req.runId, step, toCheck);
+    if (conflicts.length === 0) {
+      const outcomes = await writeAll(
+        writer,
+        fresh.map((f) => f.cmd),
+      );
+      // Only what this request did not append itself may differ from what it asked for.
+      const others = fresh.filter((_, i) => outcomes[i] !== 'written').map((f) => f.task);
+      conflicts.push(...differingTasks(req.runId, step, others));
+    }
+    if (conflicts.length > 0) {
+      throw new SonarError(
+        ErrorCode.Conflict,
+        `run ${req.runId}: ${conflicts.length} task(s) already exist with a different spec (${conflicts.slice(0, 5).join(', ')}${conflicts.length > 5 ? ', ...' : ''}): a different run file under an existing runId`,
+        { runId: req.runId, taskIds: conflicts.slice(0, 100) },
+      );
+    }
+    const taskCount = ctx.loop.projection.stepTasks.get(stepKey)?.length ?? 0;
+    return { runId: req.runId, stepId: req.stepId, taskCount };
+  }
+
+  async function commit(req: ParsedRequestOf<'submit.commit'>) {
+    const stepIds = stepIdsOf(req.runId);
+    if (stepIds.length === 0) {
+      throw new SonarError(
+        ErrorCode.NotFound,
+        `run ${req.runId} has no submit in progress: call submit.begin first`,
+        { runId: req.runId },
+      );
+    }
+    const issues: Issue[] = [];
+    let taskCount = 0;
+    for (const stepId of stepIds) {
+      const want = ctx.loop.projection.steps.get(keyOf(req.runId, stepId))?.snapshot.context
+        .taskCount;
+      const have = ctx.loop.projection.stepTasks.get(keyOf(req.runId, stepId))?.length ?? 0;
+      if (want === undefined) continue;
+      taskCount += want;
+      if (have !== want) {
+        issues.push({
+          path: `steps.${stepId}`,
+          message: `has ${have} of its ${want} tasks: send the missing chunks, then commit`,
+        });
+      }
+    }
+    if (issues.length > 0) throw validationError('submit.commit', issues);
+    try {
+      await writer.write({
+        subject: n.subjects.run(req.runId),
+        type: 'RunSubmitted',
+        data: { runId: req.runId, stepIds, taskCount },
+        id: `run.${req.runId}`,
+      });
+    } catch (err: unknown) {
+      // Committed meanwhile by a retry on another backend: the same answer.
+      if (!(err instanceof IllegalTransitionError)) throw err;
+    }
+    return { runId: req.runId, taskCount };
+  }
 }
 
 /** Problems of one chunk beyond its schema: size, duplicate ids, inputs over SONAR_MAX_INPUT. */

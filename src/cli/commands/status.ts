@@ -12,6 +12,7 @@ import type { CliContext, ConnectionFlags } from '../context.js';
 import { isTty, paint, writeOut } from '../output.js';
 import { shortDuration, stateCounts, stepState } from '../run-progress.js';
 import { statusView } from '../status-view.js';
+import { approxSize } from '../../backend/store-room.js';
 import type { StatusView } from '../status-view.js';
 import { TASK_STATES } from '../../backend/task-counts.js';
 import { ErrorCode, SonarError } from '../../../actors/errors.js';
@@ -80,7 +81,17 @@ export function statusText(v: StatusView, color: boolean): string {
   );
   lines.push(`finalize  ${v.finalizeQueue} queued`);
   lines.push(`poisoned  ${v.poisoned === 0 ? 0 : paint(color, 'red', String(v.poisoned))}`);
+  if (v.eventsStore) lines.push(`store     ${eventsStoreText(v.eventsStore, color)}`);
   return `${lines.join('\n')}\n`;
+}
+
+/** `events 1.2 MiB of 4.0 MiB, 2.1 MiB free for new work`, or FULL with the way out. */
+function eventsStoreText(s: NonNullable<StatusView['eventsStore']>, color: boolean): string {
+  if (s.maxBytes === null)
+    return `events ${approxSize(s.bytes)}, no bound (SONAR_EVENTS_MAX_BYTES)`;
+  const used = `events ${approxSize(s.bytes)} of ${approxSize(s.maxBytes)}`;
+  if (!s.full) return `${used}, ${approxSize(s.freeBytes ?? 0)} free for new work`;
+  return `${used}, ${paint(color, 'red', 'FULL: new work is refused (store_full)')}; running tasks go on`;
 }
 
 /**
@@ -103,11 +114,12 @@ export function registerStatus(program: Command): void {
       if (flags.run !== undefined) assertId('--run', flags.run);
       const view = await withConnection(flags, async (ctx) => {
         const jsm = await new EventStore(ctx.nc, ctx.names).jsm();
-        const [projection, entries, holder, finalize] = await Promise.all([
+        const [projection, entries, holder, finalize, events] = await Promise.all([
           readProjection(ctx),
           Registry.open(ctx.nc, ctx.names).then((r) => r.live()),
           lockHolder(ctx),
           jsm.streams.info(ctx.names.streams.finalize),
+          jsm.streams.info(ctx.names.streams.events),
         ]);
         if (flags.run !== undefined && !projection.runs.has(flags.run)) {
           throw new SonarError(ErrorCode.NotFound, `no run ${flags.run}`, { runId: flags.run });
@@ -119,6 +131,7 @@ export function registerStatus(program: Command): void {
           planConfig: planConfigOf(ctx.config, true),
           finalizeQueue: finalize.state.messages,
           lockHolder: holder,
+          eventsStore: { bytes: events.state.bytes, maxBytes: events.config.max_bytes ?? -1 },
           ...(flags.run !== undefined && { runId: flags.run }),
           ...(flags.all && { all: true }),
         });
