@@ -24,6 +24,7 @@ describe('resolveFinalizerPoolOptions', () => {
       backoffBaseMs: 1_000,
       backoffCapMs: 60_000,
       renewIntervalMs: null,
+      ioTimeoutMs: null,
       pullExpiresMs: 5_000,
       watchAdvisories: true,
     });
