@@ -126,6 +126,8 @@ export function recordOf(m: JsMsg, recognize?: ReadOptions['recognize']): EventR
 export class EventStore {
   readonly js: JetStreamClient;
   private jsmPromise: Promise<JetStreamManager> | null = null;
+  /** endSeq's last look behind a stream end that was removed. */
+  private knownEnd: { lastSeq: number; removed: number; end: number } | null = null;
 
   constructor(
     readonly nc: NatsConnection,
@@ -200,50 +202,119 @@ export class EventStore {
   }
 
   /**
+   * The sequence a reader must reach to hold every event stored now: the stream's last
+   * sequence, or the last event still stored when the newest ones were purged (retention
+   * purges by subject and leaves `last_seq` on a deleted message); 0 when none is stored.
+   * `reached` is what the caller has read already: at or past `last_seq` nothing more is
+   * looked up. One stream info read, plus one last-event read only when events were removed
+   * since this store last looked and the caller is behind: the request path's cost stays
+   * one read while the stream is whole, and after each purge, once per process.
+   */
+  async endSeq(reached = 0): Promise<number> {
+    const jsm = await this.jsm();
+    const { state } = await jsm.streams.info(this.names.streams.events);
+    if (state.messages === 0) return 0;
+    // Only removals make the stream's last sequence run ahead of its message count.
+    const removed = state.last_seq - state.messages;
+    if (removed === 0 || reached >= state.last_seq) return state.last_seq;
+    const known = this.knownEnd;
+    if (known?.removed === removed) {
+      // Nothing removed since: every event after the sequence looked at then is stored.
+      return state.last_seq > known.lastSeq ? state.last_seq : known.end;
+    }
+    const end = Math.min(await this.lastSeqOf(this.names.subjects.eventsAll), state.last_seq);
+    this.knownEnd = { lastSeq: state.last_seq, removed, end };
+    return end;
+  }
+
+  /**
    * Reads the stream from `fromSeq` to its end as it stands now, with an ordered consumer,
    * calling `onRecord` for each event (awaited only when it returns a promise: a callback,
    * not an async generator, since a generator costs a promise turn per event). Returns the
-   * last sequence seen. A filter that matches nothing reads nothing.
+   * last sequence seen (`fromSeq - 1` when none). A filter that matches nothing reads
+   * nothing.
+   *
+   * The end is the last event *stored* (endSeq, or the filter's last event), never the
+   * stream's last sequence, which may name a purged event: a replay waiting for it would
+   * wait for the next append. A purge while reading can still take the end away, and on
+   * 2.9 a filtered purge also moves every consumer of the stream past the purged range,
+   * skipping events it had not delivered yet; so a read that stands still for a while
+   * looks again where the end is, and goes on from a new consumer or stops.
    */
   async replay(
     onRecord: (r: EventRecord) => void | Promise<void>,
     opts: ReadOptions = {},
   ): Promise<number> {
-    const jsm = await this.jsm();
-    const stream = this.names.streams.events;
     const filter = opts.filter ?? this.names.subjects.eventsAll;
-    const from = opts.fromSeq ?? 1;
-    // Where "caught up" is: known exactly for the whole stream and for one subject. For other
-    // wildcards, trust the consumer's pending count. An ordered consumer on a filter that
-    // matches nothing would wait forever, so look before creating it.
-    let end: number | null;
-    if (filter === this.names.subjects.eventsAll) {
-      const info = await jsm.streams.info(stream);
-      end = info.state.messages === 0 ? 0 : info.state.last_seq;
-    } else if (!/[*>]/.test(filter)) {
-      end = await this.lastSeqOf(filter);
-    } else {
-      const filtered = await jsm.streams.info(stream, { subjects_filter: filter });
-      end = Object.keys(filtered.state.subjects ?? {}).length === 0 ? 0 : null;
+    let last = (opts.fromSeq ?? 1) - 1;
+    const endOf = (reached: number) =>
+      filter === this.names.subjects.eventsAll ? this.endSeq(reached) : this.lastSeqOf(filter);
+    for (let end = await endOf(last); end > last; end = await endOf(last)) {
+      const read = await this.readTo(filter, last + 1, end, onRecord);
+      last = read.last;
+      if (!read.stalled) break;
     }
-    if (end !== null && end < from) return from - 1;
-    const consumer = await this.js.consumers.get(stream, {
-      filter_subjects: filter,
-      ...startOf({ fromSeq: from }),
+    return last;
+  }
+
+  /**
+   * One ordered consumer from `fromSeq` until it delivers `end`, or an event with nothing
+   * pending after it (the end as the server counts it when the event left), or stands still
+   * for STALL_MS while this reader waits on it (`stalled`).
+   */
+  private async readTo(
+    filter: string,
+    fromSeq: number,
+    end: number,
+    onRecord: (r: EventRecord) => void | Promise<void>,
+  ): Promise<{ last: number; stalled: boolean }> {
+    const consumer = await this.js.consumers.get(this.names.streams.events, {
+      ...this.filterOf(filter),
+      ...startOf({ fromSeq }),
     });
     const messages = await consumer.consume({ max_messages: 32_768 });
-    let last = from - 1;
+    let last = fromSeq - 1;
+    let ended = false;
+    let waiting = true;
+    let stalled = false;
+    let seen = last;
+    // One timer for the whole read, not one per event: replays run at 100k+ events/s.
+    const guard = setInterval(() => {
+      if (waiting && seen === last) {
+        stalled = true;
+        void messages.close();
+      }
+      seen = last;
+    }, STALL_MS);
     try {
       for await (const m of messages) {
+        waiting = false;
         const pending = onRecord(recordOf(m));
         if (pending) await pending;
         last = m.seq;
-        if (end === null ? m.info.pending === 0 : last >= end) break;
+        if (last >= end || m.info.pending === 0) {
+          ended = true;
+          break;
+        }
+        waiting = true;
       }
     } finally {
+      clearInterval(guard);
       await messages.close();
     }
-    return last;
+    return { last, stalled: stalled && !ended };
+  }
+
+  /**
+   * A consumer's filter: none for the whole stream. On 2.9 a consumer filtered on the stream's
+   * own wildcard that starts inside a long stream is sometimes delivered a few dozen events a
+   * second (an unfiltered one, thousands of times more): a tail replay after a snapshot, or a
+   * replay going on after a purge (see replay), must not crawl.
+   */
+  private filterOf(filter: string | undefined): { filter_subjects?: string } {
+    return filter === undefined || filter === this.names.subjects.eventsAll
+      ? {}
+      : { filter_subjects: filter };
   }
 
   /** Every event of one aggregate, in order. */
@@ -274,7 +345,7 @@ export class EventStore {
     pending: () => Promise<number>;
   }> {
     const consumer = await this.js.consumers.get(this.names.streams.events, {
-      filter_subjects: opts.filter ?? this.names.subjects.eventsAll,
+      ...this.filterOf(opts.filter),
       ...startOf(opts),
     });
     const { recognize } = opts;
@@ -305,7 +376,7 @@ export class EventStore {
     close: () => Promise<void>;
   }> {
     const consumer = await this.js.consumers.get(this.names.streams.events, {
-      filter_subjects: opts.filter ?? this.names.subjects.eventsAll,
+      ...this.filterOf(opts.filter),
       ...startOf(opts),
     });
     const messages = await consumer.consume({ max_messages: 4096, expires: FOLLOW_EXPIRES_MS });
@@ -323,6 +394,12 @@ export class EventStore {
 
 /** See followEach. */
 const FOLLOW_EXPIRES_MS = 5_000;
+
+/**
+ * How long a replay waits on a consumer that delivers nothing before it looks again where
+ * the end is (see replay): only a purge during the read makes one stand still.
+ */
+const STALL_MS = 1_000;
 
 /** The client's request timeout when none is configured (nats.js's default). */
 const DEFAULT_TIMEOUT_MS = 5_000;

@@ -17,10 +17,13 @@ export async function syncSubject(ctx: BackendContext, subject: string): Promise
   await waitForSeq(ctx, await ctx.store.lastSeqOf(subject));
 }
 
-/** Waits until the projection holds the whole stream as it stands now (submit, cancel). */
+/**
+ * Waits until the projection holds the whole stream as it stands now (submit, cancel): up to
+ * the last event stored, which is not the stream's last sequence once retention purged the
+ * newest events (EventStore.endSeq).
+ */
 export async function syncAll(ctx: BackendContext): Promise<void> {
-  const info = await ctx.jsm.streams.info(ctx.names.streams.events);
-  await waitForSeq(ctx, info.state.messages === 0 ? 0 : info.state.last_seq);
+  await waitForSeq(ctx, await ctx.store.endSeq(ctx.loop.position));
 }
 
 /** Per backend: the stream read that the calls arriving now will share, until it starts. */
