@@ -82,9 +82,18 @@ export class HttpComponent implements Component {
     return (await settleWithin(read, LAG_READ_TIMEOUT_MS)) === 'done' ? read : null;
   }
 
-  /** Events the projection still has to apply, or null when the server does not say. */
+  /**
+   * Events the projection still has to apply, or null when the server does not say. Two
+   * upper bounds, the smaller taken: the followed consumer's pending count (on 2.9 not
+   * lowered by a purge made after the consumer was created) and the distance to the last
+   * stored event (which counts the holes a purge left).
+   */
   private async lag(): Promise<number | null> {
-    const read = this.ctx.loop.lag().catch(() => null);
+    const { loop, store } = this.ctx;
+    const read = Promise.all([loop.lag(), store.endSeq(loop.position)]).then(
+      ([pending, end]) => Math.min(pending, Math.max(0, end - loop.position)),
+      () => null,
+    );
     return (await settleWithin(read, LAG_READ_TIMEOUT_MS)) === 'done' ? read : null;
   }
 
