@@ -332,18 +332,13 @@ export class EventStore {
   /**
    * Follows the stream live from `fromSeq` (or `fromTime`), calling `onRecord` for each event
    * as it arrives, until `close()`. `closed` resolves then, or with the error that stopped
-   * it (an `onRecord` that threw). `pending` asks the server how many events are stored
-   * past the last one delivered. The projection loop's way in: a callback costs no promise
+   * it (an `onRecord` that threw, or the consumer given up). The projection loop's way in: a callback costs no promise
    * turns per event, where an async iterator costs a few.
    */
   async followEach(
     onRecord: (r: EventRecord) => void,
     opts: ReadOptions = {},
-  ): Promise<{
-    close: () => Promise<void>;
-    closed: Promise<void | Error>;
-    pending: () => Promise<number>;
-  }> {
+  ): Promise<{ close: () => Promise<void>; closed: Promise<void | Error> }> {
     const consumer = await this.js.consumers.get(this.names.streams.events, {
       ...this.filterOf(opts.filter),
       ...startOf(opts),
@@ -362,8 +357,6 @@ export class EventStore {
         await messages.close();
       },
       closed: messages.closed(),
-      // The server's count for the followed consumer: deleted messages are not counted.
-      pending: async () => (await consumer.info()).num_pending,
     };
   }
 

@@ -35,14 +35,18 @@ export class ProjectionLoop {
   readonly ownWrites = new OwnWrites();
   /** Stream sequence of the last record this loop has applied (or skipped). */
   position = 0;
-  private waiters: { seq: number; resolve: () => void; timer: NodeJS.Timeout }[] = [];
+  private waiters: {
+    seq: number;
+    resolve: () => void;
+    reject: (err: Error) => void;
+    timer: NodeJS.Timeout;
+  }[] = [];
   private listeners: AppliedListener[] = [];
   private closer: (() => Promise<void>) | null = null;
   private done: Promise<void> | null = null;
   private skippedCount = 0;
   private stopped = false;
   private caughtUpOnce = false;
-  private pendingInfo: (() => Promise<number>) | null = null;
   private failure: ProjectionStoppedError | null = null;
   private readonly failureListeners: ((err: ProjectionStoppedError) => void)[] = [];
 
@@ -80,16 +84,6 @@ export class ProjectionLoop {
   }
 
   /**
-   * Events stored after the last one this loop applied, as the server counts them for the
-   * loop's consumer (deleted messages are not counted, so a purged tail is no lag).
-   * @throws when the server does not answer.
-   */
-  async lag(): Promise<number> {
-    if (!this.pendingInfo) throw new Error('the projection loop is not following yet');
-    return this.pendingInfo();
-  }
-
-  /**
    * Replays to the end of the stream, then follows it in the background. Given a snapshot
    * (src/backend/snapshot.ts), starts from its state and replays only the events after it.
    */
@@ -110,25 +104,64 @@ export class ProjectionLoop {
       ...(from && { snapshotSeq: from.header.seq, tail: this.position - from.header.seq }),
       ms: Math.round(performance.now() - started),
     });
-    const { close, closed, pending } = await this.store.followEach((r) => this.apply(r, true), {
-      fromSeq: this.position + 1,
-      recognize: (subject, payload) => this.ownWrites.recognize(subject, payload),
-    });
-    this.closer = close;
-    this.pendingInfo = pending;
     this.caughtUpOnce = true;
-    this.done = closed.then((err) => {
+    await this.follow();
+  }
+
+  /**
+   * Follows the stream from the next event. An error of this process's own (an event whose
+   * fold threw) stops the loop for good: the process must start afresh from the snapshot.
+   * Losing the consumer itself (nats.js gives an ordered consumer up after 30 failed
+   * re-creations, as in a long JetStream outage) is an outage, not a death: follow again
+   * from where the loop is, with backoff, for as long as it takes.
+   */
+  private async follow(): Promise<void> {
+    let own: unknown = null;
+    const { close, closed } = await this.store.followEach(
+      (r) => {
+        try {
+          this.apply(r, true);
+        } catch (err: unknown) {
+          own = err ?? new Error('an event could not be applied');
+          throw err;
+        }
+      },
+      {
+        fromSeq: this.position + 1,
+        recognize: (subject, payload) => this.ownWrites.recognize(subject, payload),
+      },
+    );
+    this.closer = close;
+    this.done = closed.then(async (err) => {
       if (this.stopped) return;
-      this.fail(err ?? new Error('its consumer ended'));
+      if (own !== null) return this.fail(own);
+      if (this.store.nc.isClosed()) return this.fail(err ?? new Error('the connection closed'));
+      this.log.warn('projection consumer lost: following again', { err, seq: this.position });
+      await this.refollow();
     });
+  }
+
+  /** Follows again after the consumer was lost, retrying with backoff until it works. */
+  private async refollow(): Promise<void> {
+    for (let pause = 500; !this.stopped; pause = Math.min(pause * 2, 5_000)) {
+      await new Promise((resolve) => setTimeout(resolve, pause));
+      if (this.stopped) return;
+      try {
+        await this.follow();
+        return;
+      } catch (err: unknown) {
+        this.log.warn('projection consumer not recreated yet', { err });
+      }
+    }
   }
 
   private fail(cause: unknown): void {
     this.failure = new ProjectionStoppedError(cause);
     this.log.error('projection loop stopped', { err: cause });
+    // Nothing more will be applied: a writer must not take a frozen projection for current.
     for (const w of this.waiters) {
       clearTimeout(w.timer);
-      w.resolve();
+      w.reject(this.failure);
     }
     this.waiters = [];
     for (const fn of this.failureListeners.splice(0)) fn(this.failure);
@@ -171,7 +204,8 @@ export class ProjectionLoop {
   waitFor(seq: number, timeoutMs = WAIT_BOUND_MS): Promise<void> {
     // Once stopped nothing more is applied: a writer left running past a bounded stop (a
     // straggler) must not wait forever, as the waiters at stop time do not.
-    if (seq <= this.position || this.stopped || this.failure) return Promise.resolve();
+    if (this.failure) return Promise.reject(this.failure);
+    if (seq <= this.position || this.stopped) return Promise.resolve();
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         this.waiters = this.waiters.filter((w) => w.timer !== timer);
@@ -183,7 +217,7 @@ export class ProjectionLoop {
           ),
         );
       }, timeoutMs);
-      this.waiters.push({ seq, resolve, timer });
+      this.waiters.push({ seq, resolve, reject, timer });
     });
   }
 

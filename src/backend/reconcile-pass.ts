@@ -200,6 +200,12 @@ export class ReconcilePass {
       this.deps.log.warn('worker lost: its registry key expired', { workerId: e.ref.key });
       if (e.type === 'WorkerLost') void fenceOff(this.ctx, e.ref.key);
     });
+    // A key whose worker the log has ended (its fence-off delete failed, or the worker put
+    // its key back after an outage just before it was declared Lost): delete it again, so
+    // that the worker's next pulse asks and learns it is gone.
+    for (const e of input.entries) {
+      if (p.workers.get(e.workerId)?.snapshot.value === 'Lost') void fenceOff(this.ctx, e.workerId);
+    }
     // Forget the workers that are gone for good (Left or Lost), so churn does not pile up.
     for (const workerId of this.lastPulse.keys()) {
       if (p.workers.get(workerId)?.snapshot.status === 'done') this.lastPulse.delete(workerId);

@@ -151,7 +151,8 @@ export class ReconcilerLoop implements Component {
   /** A pass running for longer than it ever should while the server answers, or null. */
   private stuckPass(): string | null {
     if (this.passStartedAt === null || !this.ctx.contact.inContact) return null;
-    const ms = this.monotonic() - this.passStartedAt;
+    // Time out of contact is the outage's, not the pass's.
+    const ms = Math.min(this.monotonic() - this.passStartedAt, this.ctx.contact.steadyForMs());
     return ms > STUCK_PASS_MS ? `a reconcile pass has been running for ${Math.round(ms)} ms` : null;
   }
 

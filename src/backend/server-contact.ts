@@ -37,11 +37,14 @@ export class ServerContact {
     this.steadySince = steadySince ?? monotonic();
     this.connection.onDisconnect(() => {
       this.log.warn('NATS connection lost: waiting for the server');
+      // Not known to answer until a probe says so again.
+      this.jetstreamAnswers = false;
       this.lose();
     });
     this.connection.onReconnect(() => {
       this.log.info('NATS connection back', { ...this.connection.stats() });
       this.steadySince = this.monotonic();
+      void this.probe();
     });
   }
 

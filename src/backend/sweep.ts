@@ -117,6 +117,7 @@ export class FullSweep {
       entries = await ctx.registry.live(workersInService(ctx.loop.projection));
     });
     const registryRead = !r.failed.some((f) => f.repair === 'registry');
+    if (!registryRead) ctx.contact.noteFailure();
     // Without the registry every worker would look gone: those two repairs wait for next time.
     // So they do for a pulse TTL after an outage: no worker could pulse during it.
     const steady = ctx.contact.steadyForMs() >= ctx.config.pulseTtlMs;

@@ -83,15 +83,13 @@ export class HttpComponent implements Component {
   }
 
   /**
-   * Events the projection still has to apply, or null when the server does not say. Two
-   * upper bounds, the smaller taken: the followed consumer's pending count (on 2.9 not
-   * lowered by a purge made after the consumer was created) and the distance to the last
-   * stored event (which counts the holes a purge left).
+   * Events the projection still has to apply (at most: a hole a purge left counts), or null
+   * when the server does not say.
    */
   private async lag(): Promise<number | null> {
     const { loop, store } = this.ctx;
-    const read = Promise.all([loop.lag(), store.endSeq(loop.position)]).then(
-      ([pending, end]) => Math.min(pending, Math.max(0, end - loop.position)),
+    const read = store.endSeq(loop.position).then(
+      (end) => Math.max(0, end - loop.position),
       () => null,
     );
     return (await settleWithin(read, LAG_READ_TIMEOUT_MS)) === 'done' ? read : null;

@@ -168,10 +168,10 @@ export class Pulse {
       return;
     }
     // Gone: put it back first (create: nobody else may have put it meanwhile), then ask.
-    const revision = await this.kv.create(workerId, this.value());
-    if (!this.current(gen)) return;
-    this.revision = revision;
+    // Ask whatever becomes of this put: a later beat that adopts the key must still ask.
     this.unconfirmed = true;
+    const revision = await this.kv.create(workerId, this.value());
+    if (this.current(gen)) this.revision = revision;
   }
 
   /** Stops the puts; the key stays until {@link Pulse.remove} or its TTL. */

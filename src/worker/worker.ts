@@ -232,6 +232,8 @@ export class Worker {
    * section 6; every backend version answers so). Other errors are thrown: not known yet.
    */
   private async standing(): Promise<Standing> {
+    // After an outage the whole fleet asks at once: spread the joins over a second.
+    await new Promise((resolve) => setTimeout(resolve, Math.random() * 1_000));
     try {
       await this.api!.request('join', this.joinRequest(), {
         retryForMs: GOODBYE_RETRY_MS,
