@@ -76,6 +76,9 @@ export class DashboardData {
 
   async run(runId: string, taskLimit: number): Promise<RunDetail | null> {
     const { ctx } = this;
+    if (ctx.loop.projection.expiredRuns.has(runId)) {
+      return buildRunDetail(ctx.loop.projection, runId, [], taskLimit);
+    }
     if (!ctx.loop.projection.runs.has(runId)) return null;
     let stepEvents = this.stepEvents.get(runId);
     if (!stepEvents) {
