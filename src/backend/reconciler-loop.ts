@@ -46,7 +46,13 @@ export interface ReconcilerLoopOptions {
 }
 
 /** Events that neither add placeable work nor free capacity nor settle anything. */
-const QUIET_EVENTS = new Set(['TaskPublished', 'TaskStarted', 'StepStarved', 'StepServed']);
+const QUIET_EVENTS = new Set([
+  'TaskPublished',
+  'TaskStarted',
+  'StepStarved',
+  'StepServed',
+  'RunExpired',
+]);
 
 /**
  * The reconciler (DESIGN.md sections 4, 5 and 7) as a backend component. Every backend runs

@@ -40,7 +40,9 @@ export class DashboardData {
   ) {
     this.unsubscribe = ctx.loop.onApplied(({ ref, event }) => {
       if (ref.kind === 'step') this.stepEvents.delete(ref.key.slice(0, ref.key.indexOf('.')));
-      else if (event.type === 'RunSubmitted') this.stepEvents.delete(ref.key);
+      else if (event.type === 'RunSubmitted' || event.type === 'RunExpired') {
+        this.stepEvents.delete(ref.key);
+      }
     });
   }
 
