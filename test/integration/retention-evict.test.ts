@@ -14,6 +14,7 @@ import { replayRecords } from '../../actors/replay.js';
 import type { EventRecord, Projection } from '../../actors/projection.js';
 import { loadSnapshot, writeSnapshot } from '../../src/backend/snapshot.js';
 import type { StatusView } from '../../src/cli/status-view.js';
+import { workerHandlers } from '../../src/backend/handlers/worker-handlers.js';
 import { silentLogger } from '../../src/log.js';
 import { startNatsServer } from '../helpers/nats-server.js';
 import type { NatsServer } from '../helpers/nats-server.js';
@@ -229,6 +230,11 @@ describe('retention evicts what it purged', () => {
     const restarted = await world(n.prefix);
     expect(dumpProjection(restarted.ctx.loop.projection)).toStrictEqual(dumpProjection(live));
 
+    // An expired worker's id cannot join again: its subject still holds its events.
+    const join = workerHandlers(restarted.ctx).join!;
+    await expect(
+      join({ workerId: 'w1', host: 'h1', tags: ['linux'], slots: 2 }),
+    ).rejects.toMatchObject({ code: 'conflict', message: /worker w1 is Expired/ });
     // Nothing can be submitted under the expired id again.
     await expect(
       restarted.write(n.subjects.run('old'), 'RunSubmitted', {
