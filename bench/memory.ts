@@ -45,6 +45,13 @@ const opts = {
 };
 const log = (msg: string) => process.stderr.write(`[memory] ${msg}\n`);
 
+/** Ctrl-C ends the bench at its next wait, with the table of the cycles measured so far. */
+let interrupted = false;
+process.once('SIGINT', () => {
+  interrupted = true;
+  log('interrupted: stopping after this wait');
+});
+
 interface Row {
   cycle: number;
   submitted: number;
@@ -76,10 +83,10 @@ async function main(): Promise<void> {
   };
   let backend: Child | null = null;
   let workers: Child[] = [];
+  const rows: Row[] = [];
   try {
     backend = await startBackend(env);
     const client = new SonarClient(nc, { prefix });
-    const rows: Row[] = [];
     const pad = 'x'.repeat(opts.inputBytes);
     for (let cycle = 1; cycle <= opts.cycles; cycle++) {
       const t0 = performance.now();
@@ -122,32 +129,7 @@ async function main(): Promise<void> {
     const restartS = (performance.now() - t0) / 1000;
     await delay(2_000);
     const restartMem = memoryOf(backend.pid);
-    printTable(
-      [
-        'cycle',
-        'tasks submitted',
-        'cycle s',
-        'tasks held',
-        'workers held',
-        'backend RSS MB',
-        'peak RSS MB',
-        'snapshot KiB',
-        'events stored',
-        'stream MiB',
-      ],
-      rows.map((r) => [
-        String(r.cycle),
-        String(r.submitted),
-        r.seconds.toFixed(0),
-        String(r.tasksHeld),
-        String(r.workersHeld),
-        r.rssMb.toFixed(0),
-        r.peakMb.toFixed(0),
-        r.snapshotKiB.toFixed(0),
-        String(r.streamMessages),
-        r.streamMiB.toFixed(1),
-      ]),
-    );
+    printRows(rows);
     console.log('');
     printTable(
       ['after the last cycle', 'result'],
@@ -157,11 +139,14 @@ async function main(): Promise<void> {
         ['backend RSS 2 s after the restart', `${restartMem.rssMb.toFixed(0)} MB`],
       ],
     );
+  } catch (err: unknown) {
+    if (!interrupted) throw err;
+    printRows(rows);
+  } finally {
     console.log(
-      `\n${opts.cycles} cycles x ${opts.tasks} tasks, ${opts.workers} workers x ${opts.slots} slots (fresh each cycle), ` +
+      `\n${rows.length} cycles x ${opts.tasks} tasks, ${opts.workers} workers x ${opts.slots} slots (fresh each cycle), ` +
         `SONAR_RETENTION ${opts.retention}, inputs of ${opts.inputBytes} B`,
     );
-  } finally {
     for (const w of workers) await w.stop('SIGKILL');
     await backend?.stop('SIGKILL');
     await nc.close();
@@ -169,9 +154,39 @@ async function main(): Promise<void> {
   }
 }
 
+function printRows(rows: Row[]): void {
+  printTable(
+    [
+      'cycle',
+      'tasks submitted',
+      'cycle s',
+      'tasks held',
+      'workers held',
+      'backend RSS MB',
+      'peak RSS MB',
+      'snapshot KiB',
+      'events stored',
+      'stream MiB',
+    ],
+    rows.map((r) => [
+      String(r.cycle),
+      String(r.submitted),
+      r.seconds.toFixed(0),
+      String(r.tasksHeld),
+      String(r.workersHeld),
+      r.rssMb.toFixed(0),
+      r.peakMb.toFixed(0),
+      r.snapshotKiB.toFixed(0),
+      String(r.streamMessages),
+      r.streamMiB.toFixed(1),
+    ]),
+  );
+}
+
 /** Waits until the run subject's last event is `type` (a direct read, cheap to poll). */
 async function until(jsm: JetStreamManager, n: Names, runId: string, type: string) {
   for (;;) {
+    if (interrupted) throw new Error('interrupted');
     try {
       const m = await jsm.streams.getMessage(n.streams.events, {
         last_by_subj: n.subjects.run(runId),
