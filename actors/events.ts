@@ -1,5 +1,7 @@
 import type { z } from 'zod';
 import { DecodeError } from './errors.js';
+import { retentionEventData, retentionEventKinds } from './retention/retention.events.js';
+import type { RetentionEvent } from './retention/retention.events.js';
 import { runEventData } from './run/run.events.js';
 import type { RunEvent } from './run/run.events.js';
 import { stepEventData } from './step/step.events.js';
@@ -9,7 +11,8 @@ import type { TaskEvent } from './task/task.events.js';
 import { systemEventData, workerEventData } from './worker/worker.events.js';
 import type { SystemEvent, WorkerEvent } from './worker/worker.events.js';
 
-export type SonarEvent = TaskEvent | StepEvent | RunEvent | WorkerEvent | SystemEvent;
+export type SonarEvent =
+  TaskEvent | StepEvent | RunEvent | WorkerEvent | SystemEvent | RetentionEvent;
 export type SonarEventType = SonarEvent['type'];
 export type EventData<T extends SonarEventType> = Extract<SonarEvent, { type: T }>['data'];
 
@@ -22,6 +25,7 @@ const schemas: Record<SonarEventType, z.ZodType> = {
   ...runEventData,
   ...workerEventData,
   ...systemEventData,
+  ...retentionEventData,
 };
 
 const kinds: Record<SonarEventType, AggregateKind> = Object.fromEntries([
@@ -30,6 +34,7 @@ const kinds: Record<SonarEventType, AggregateKind> = Object.fromEntries([
   ...Object.keys(runEventData).map((t) => [t, 'run']),
   ...Object.keys(workerEventData).map((t) => [t, 'worker']),
   ...Object.keys(systemEventData).map((t) => [t, 'system']),
+  ...Object.entries(retentionEventKinds),
 ]) as Record<SonarEventType, AggregateKind>;
 
 export const EVENT_TYPES = Object.keys(schemas) as SonarEventType[];

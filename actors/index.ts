@@ -14,3 +14,4 @@ export * from './run/run.machine.js';
 export * from './worker/worker.events.js';
 export * from './worker/worker.machine.js';
 export * from './reconciler/index.js';
+export * from './retention/retention.events.js';

@@ -1,6 +1,7 @@
 import { IllegalTransitionError } from './errors.js';
 import { decodeEvent, parseEventSubject } from './events.js';
 import type { AggregateKind, AggregateRef, SonarEvent } from './events.js';
+import type { RunExpired, WorkerExpired } from './retention/retention.events.js';
 import { runMachine } from './run/run.machine.js';
 import type { RunContext } from './run/run.machine.js';
 import type { RunEvent } from './run/run.events.js';
@@ -55,6 +56,24 @@ export interface StepIndex {
 }
 
 /**
+ * What is left of a run once `RunExpired` evicted it (SONAR_RETENTION): how it ended, so that
+ * `sonar status` and the dashboard can still say so, without its steps, tasks and inputs.
+ */
+export interface ExpiredRun {
+  runId: string;
+  state: RunExpired['data']['state'];
+  reason: string | null;
+  submittedAt: string;
+  endedAt: string;
+  taskCount: number;
+  /** Tasks by final state, zero counts left out. */
+  tasks: RunExpired['data']['tasks'];
+  /** The `RunExpired` event's server time and stream sequence. */
+  expiredAt: string;
+  seq: number;
+}
+
+/**
  * The whole state, folded from events. It is only ever changed by `applyEvent`, which both
  * replay and the live projection loop call: the write path and the replay path share it.
  *
@@ -80,6 +99,13 @@ export interface Projection {
   activeSteps: Set<string>;
   /** Runs still Running. */
   activeRuns: Set<string>;
+  /** Runs evicted by `RunExpired`, in expiry order: only their summaries are kept. */
+  expiredRuns: Map<string, ExpiredRun>;
+  /**
+   * Workers Active or Draining, in `WorkerJoined` order: what a reconcile tick walks, so
+   * that its cost does not grow with every worker that ever joined and left.
+   */
+  workersInService: Set<string>;
   leader: { nodeId: string; time: string; seq: number } | null;
   /** Stream sequence of the last event applied. */
   lastSeq: number;
@@ -102,6 +128,8 @@ export function createProjection(): Projection {
     stepIndex: new Map(),
     activeSteps: new Set(),
     activeRuns: new Set(),
+    expiredRuns: new Map(),
+    workersInService: new Set(),
     leader: null,
     lastSeq: 0,
   };
@@ -215,6 +243,9 @@ export function evaluate(p: Projection, ref: AggregateRef, event: SonarEvent): E
       entry: undefined,
     };
   }
+  if (event.type === 'RunExpired' || event.type === 'WorkerExpired') {
+    return evaluateExpiry(p, ref, event);
+  }
   const kind = creators[event.type];
   const table = tableOf(p, ref.kind)!;
   const current = table.get(ref.key);
@@ -223,6 +254,10 @@ export function evaluate(p: Projection, ref: AggregateRef, event: SonarEvent): E
       throw new IllegalTransitionError(ref.kind, `subject key ${ref.key}`, event.type);
     }
     if (current) throw new IllegalTransitionError(ref.kind, current.snapshot.value, event.type);
+    // An expired run stays gone: nothing may be created under its id again.
+    if (ref.kind !== 'worker' && p.expiredRuns.has(runIdOfKey(ref.key))) {
+      throw new IllegalTransitionError(ref.kind, 'Expired', event.type);
+    }
     const [next, actions] = initialOf(ref.kind, event);
     return { next, from: null, to: next.value, actions, seq: 0, entry: undefined };
   }
@@ -237,6 +272,68 @@ export function evaluate(p: Projection, ref: AggregateRef, event: SonarEvent): E
     seq: current.seq,
     entry: current,
   };
+}
+
+/** The run id of a run, step or task key (`<runId>` or `<runId>.<id>`). */
+const runIdOfKey = (key: string): string => {
+  const dot = key.indexOf('.');
+  return dot === -1 ? key : key.slice(0, dot);
+};
+
+/**
+ * `RunExpired` and `WorkerExpired` remove an aggregate instead of moving it. A run may expire
+ * only once it is finished and none of its tasks is open (a Poisoned task can still be
+ * retried), and only with its own final state; a worker only once it is Left or Lost.
+ * `RunExpired` is appended onto the run's subject after retention purged it, hence the
+ * expected sequence 0: it is stored only on an empty subject, and so at most once. A run the
+ * projection does not hold (its events purged, the snapshot that held it lost) expires too:
+ * the event carries its summary.
+ */
+function evaluateExpiry(
+  p: Projection,
+  ref: AggregateRef,
+  event: RunExpired | WorkerExpired,
+): Evaluation {
+  const refuse = (state: unknown) => new IllegalTransitionError(ref.kind, state, event.type);
+  if (event.type === 'WorkerExpired') {
+    if (ref.kind !== 'worker') throw refuse(`subject key ${ref.key}`);
+    const current = p.workers.get(ref.key);
+    if (!current) throw refuse('none');
+    if (current.snapshot.status !== 'done') throw refuse(current.snapshot.value);
+    const from = current.snapshot.value;
+    return { next: null, from, to: 'Expired', actions: [], seq: current.seq, entry: current };
+  }
+  if (ref.kind !== 'run' || event.data.runId !== ref.key) {
+    throw refuse(`subject key ${ref.key}`);
+  }
+  if (p.expiredRuns.has(ref.key)) throw refuse('Expired');
+  const current = p.runs.get(ref.key);
+  if (current) {
+    const run = current.snapshot;
+    if (run.status !== 'done' || run.value !== event.data.state) throw refuse(run.value);
+    if (run.context.stepIds.some((s) => p.activeSteps.has(`${ref.key}.${s}`))) {
+      throw refuse(`${run.value} with open tasks`);
+    }
+  }
+  const from = current?.snapshot.value ?? null;
+  return { next: null, from, to: 'Expired', actions: [], seq: 0, entry: current };
+}
+
+/** Forgets an expired run's run, steps and tasks (with their inputs), keeping its summary. */
+function evictRun(p: Projection, event: RunExpired, seq: number): void {
+  const { runId } = event.data;
+  const run = p.runs.get(runId);
+  for (const stepId of run?.snapshot.context.stepIds ?? []) {
+    const key = `${runId}.${stepId}`;
+    for (const taskKey of p.stepTasks.get(key) ?? []) p.tasks.delete(taskKey);
+    p.stepTasks.delete(key);
+    p.stepIndex.delete(key);
+    p.steps.delete(key);
+    p.activeSteps.delete(key);
+  }
+  p.runs.delete(runId);
+  p.activeRuns.delete(runId);
+  p.expiredRuns.set(runId, { ...event.data, expiredAt: event.time, seq });
 }
 
 function initialOf(kind: AggregateKind, event: SonarEvent): [AnySnapshot, ActionNames] {
@@ -296,6 +393,15 @@ export function applyDecoded(
     }
     return { ok: true, ref, event, from, to, actions };
   }
+  if (event.type === 'RunExpired') {
+    evictRun(p, event, seq);
+    return { ok: true, ref, event, from, to, actions };
+  }
+  if (event.type === 'WorkerExpired') {
+    p.workers.delete(ref.key);
+    p.workersInService.delete(ref.key);
+    return { ok: true, ref, event, from, to, actions };
+  }
   if (entry) {
     entry.snapshot = next!;
     entry.seq = seq;
@@ -323,6 +429,9 @@ export function applyDecoded(
   } else if (ref.kind === 'run') {
     if (next!.status === 'active') p.activeRuns.add(ref.key);
     else p.activeRuns.delete(ref.key);
+  } else if (ref.kind === 'worker') {
+    if (next!.status === 'active') p.workersInService.add(ref.key);
+    else p.workersInService.delete(ref.key);
   }
   return { ok: true, ref, event, from, to, actions };
 }

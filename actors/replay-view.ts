@@ -15,7 +15,8 @@ export interface ReplayView {
     }
   >;
   steps: Record<string, { state: string; starved: boolean }>;
-  runs: Record<string, { state: string }>;
+  /** Runs evicted by `RunExpired` come last, with `expired: true`. */
+  runs: Record<string, { state: string; expired?: true }>;
   workers: Record<string, { state: string }>;
   skipped: Skipped[];
 }
@@ -38,6 +39,7 @@ export function replayView(p: Projection, skipped: Skipped[]): ReplayView {
     view.steps[key] = { state: String(snapshot.value), starved: snapshot.context.starved };
   }
   for (const [key, { snapshot }] of p.runs) view.runs[key] = { state: String(snapshot.value) };
+  for (const [key, run] of p.expiredRuns) view.runs[key] = { state: run.state, expired: true };
   for (const [key, { snapshot }] of p.workers)
     view.workers[key] = { state: String(snapshot.value) };
   return view;

@@ -19,8 +19,10 @@ export function vanishedWorkers(
   if (!config.ageFloorPassed) return [];
   const keys = new Set(entries.map((e) => e.workerId));
   const out: ReconcilerEvent[] = [];
-  for (const [workerId, { snapshot, seq }] of p.workers) {
-    if (snapshot.status === 'done' || keys.has(workerId)) continue;
+  // Only the workers in service: a tick never walks those that joined and left long ago.
+  for (const workerId of p.workersInService) {
+    if (keys.has(workerId)) continue;
+    const { snapshot, seq } = p.workers.get(workerId)!;
     if (!(now - Date.parse(snapshot.context.joinedAt) > config.pulseTtlMs)) continue;
     out.push(
       reconcilerEvent(

@@ -52,7 +52,13 @@ export interface ReconcilerLoopOptions {
 const STUCK_PASS_MS = 120_000;
 
 /** Events that neither add placeable work nor free capacity nor settle anything. */
-const QUIET_EVENTS = new Set(['TaskPublished', 'TaskStarted', 'StepStarved', 'StepServed']);
+const QUIET_EVENTS = new Set([
+  'TaskPublished',
+  'TaskStarted',
+  'StepStarved',
+  'StepServed',
+  'RunExpired',
+]);
 
 /**
  * The reconciler (DESIGN.md sections 4, 5 and 7) as a backend component. Every backend runs

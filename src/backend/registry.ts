@@ -77,8 +77,6 @@ export class Registry {
 }
 
 /** Workers the log says are Active or Draining: the registry must account for each. */
-export function* workersInService(p: Projection): Iterable<string> {
-  for (const [id, { snapshot }] of p.workers) {
-    if (snapshot.value === 'Active' || snapshot.value === 'Draining') yield id;
-  }
+export function workersInService(p: Projection): Iterable<string> {
+  return p.workersInService;
 }

@@ -1,5 +1,11 @@
 import { createProjection } from '../../actors/projection.js';
-import type { Aggregate, OpenTaskState, Projection, StepIndex } from '../../actors/projection.js';
+import type {
+  Aggregate,
+  ExpiredRun,
+  OpenTaskState,
+  Projection,
+  StepIndex,
+} from '../../actors/projection.js';
 import type { TaskState } from '../../actors/task/task.machine.js';
 import type { Snap } from '../../actors/transitioner.js';
 
@@ -19,19 +25,25 @@ import type { Snap } from '../../actors/transitioner.js';
  *   (the `order` Map as its keys and its values, side by side)
  * - `["byState", state, [taskKey...]]`, `["activeSteps", [...]]`, `["activeRuns", [...]]`
  * - `["leader", {nodeId, time, seq} | null]`
+ * - `["expiredRun", runId, {runId, state, reason, submittedAt, endedAt, taskCount, tasks,
+ *   expiredAt, seq}]`, one per run evicted by `RunExpired`, in expiry order (format 3)
+ *
+ * `workersInService` is not written: it is the workers whose snapshot is active, in the
+ * workers' order, and is rebuilt from their rows.
  *
  * Sets and Maps are written as arrays in iteration order, which the reconciler relies on
  * (creation order of steps and tasks), so a restored projection iterates exactly like a
  * folded one.
  */
-export const SNAPSHOT_FORMAT = 2;
+export const SNAPSHOT_FORMAT = 3;
 
 /**
- * Formats this build still reads. Format 1 differs only in its stepIndex row (the order map
- * as `[[taskKey, order]...]`): an upgrade after retention purged events must still read the
- * snapshot that holds them.
+ * Formats this build still reads: an upgrade after retention purged events must still read
+ * the snapshot that holds them. Format 1 differs from 2 only in its stepIndex row (the order
+ * map as `[[taskKey, order]...]`); format 2 from 3 in having no expired runs (no `expiredRun`
+ * rows, no `expiredRuns` count in the header).
  */
-export const READABLE_FORMATS: readonly number[] = [1, 2];
+export const READABLE_FORMATS: readonly number[] = [1, 2, 3];
 
 export interface SnapshotHeader {
   format: 'sonar-projection';
@@ -51,7 +63,8 @@ export interface SnapshotHeader {
   stream: { name: string; created: string };
   writtenAt: string;
   by: string;
-  counts: { tasks: number; steps: number; runs: number; workers: number };
+  /** `expiredRuns` since format 3. */
+  counts: { tasks: number; steps: number; runs: number; workers: number; expiredRuns?: number };
 }
 
 /**
@@ -69,6 +82,8 @@ export const PROJECTION_FIELDS = [
   'stepIndex',
   'activeSteps',
   'activeRuns',
+  'expiredRuns',
+  'workersInService',
   'leader',
   'lastSeq',
 ] as const;
@@ -140,6 +155,8 @@ export function captureProjection(
   rows.push(['activeSteps', [...p.activeSteps]]);
   rows.push(['activeRuns', [...p.activeRuns]]);
   rows.push(['leader', p.leader && { ...p.leader }]);
+  // Summaries are never changed in place once set (evictRun makes a new one): references do.
+  for (const [runId, summary] of p.expiredRuns) rows.push(['expiredRun', runId, summary]);
   return {
     header: {
       format: 'sonar-projection',
@@ -151,6 +168,7 @@ export function captureProjection(
         steps: p.steps.size,
         runs: p.runs.size,
         workers: p.workers.size,
+        expiredRuns: p.expiredRuns.size,
       },
     },
     aggregates,
@@ -266,9 +284,13 @@ export class SnapshotDecoder {
       steps: p.steps.size,
       runs: p.runs.size,
       workers: p.workers.size,
+      ...(h.version >= 3 && { expiredRuns: p.expiredRuns.size }),
     };
     if (JSON.stringify(sizes) !== JSON.stringify(h.counts)) {
       throw corrupt(`counts ${JSON.stringify(sizes)} differ from the header's`);
+    }
+    for (const [id, { snapshot }] of p.workers) {
+      if (snapshot.status === 'active') p.workersInService.add(id);
     }
     p.lastSeq = h.lastSeq;
     return { header: h, projection: p };
@@ -374,10 +396,34 @@ export class SnapshotDecoder {
       case 'leader':
         p.leader = (a ?? null) as Projection['leader'];
         return;
+      case 'expiredRun':
+        if (typeof a !== 'string' || !isExpiredRun(b) || b.runId !== a) {
+          throw corrupt('an expiredRun row is malformed');
+        }
+        p.expiredRuns.set(a, b);
+        return;
       default:
         throw corrupt(`unknown row ${JSON.stringify(tag)}`);
     }
   }
+}
+
+function isExpiredRun(v: unknown): v is ExpiredRun {
+  const r = v as Partial<Record<keyof ExpiredRun, unknown>> | null;
+  return (
+    typeof r === 'object' &&
+    r !== null &&
+    typeof r.runId === 'string' &&
+    typeof r.state === 'string' &&
+    (r.reason === null || typeof r.reason === 'string') &&
+    typeof r.submittedAt === 'string' &&
+    typeof r.endedAt === 'string' &&
+    isNumber(r.taskCount) &&
+    typeof r.tasks === 'object' &&
+    r.tasks !== null &&
+    typeof r.expiredAt === 'string' &&
+    isNumber(r.seq)
+  );
 }
 
 function snapOf(v: unknown, kind: AggregateRow): Snap<unknown> {

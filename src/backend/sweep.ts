@@ -54,7 +54,15 @@ const emptyReport = (by: string, startedAt: string): SweepReport => ({
   stuckJobs: { stuck: 0, poisoned: 0, dropped: 0, unidentified: 0 },
   orphanConsumers: { checked: 0, deleted: [] },
   lostWorkers: { lost: [] },
-  retention: { expired: 0, purged: [], open: 0, skipped: null, snapshotSeq: null },
+  retention: {
+    expired: 0,
+    purged: [],
+    evicted: [],
+    workersEvicted: [],
+    open: 0,
+    skipped: null,
+    snapshotSeq: null,
+  },
   failed: [],
 });
 
@@ -66,9 +74,6 @@ const emptyReport = (by: string, startedAt: string): SweepReport => ({
  * A repair that fails is reported and the others still run.
  */
 export class FullSweep {
-  /** Runs known to be purged already (retention looks each expired run up once). */
-  private readonly purgedRuns = new Set<string>();
-
   private constructor(
     private readonly ctx: BackendContext,
     private readonly failures: FailureLog,
@@ -148,7 +153,7 @@ export class FullSweep {
       if (registryRead && steady) r.orphanConsumers = await deleteOrphanConsumers(ctx, entries);
     });
     await attempt('retention', async () => {
-      r.retention = await applyRetention(ctx, this.snapshots, this.purgedRuns);
+      r.retention = await applyRetention(ctx, this.snapshots);
     });
     if (r.stuckJobs.unidentified > 0) {
       // Their MAX_DELIVERIES advisory (if it comes) or an operator deals with them.
@@ -179,6 +184,8 @@ export function summaryOf(r: SweepReport): Record<string, number | string | null
     consumersDeleted: r.orphanConsumers.deleted.length,
     runsExpired: r.retention.expired,
     runsPurged: r.retention.purged.length,
+    runsEvicted: r.retention.evicted.length,
+    workersEvicted: r.retention.workersEvicted.length,
     retentionSkipped: r.retention.skipped,
     repairsFailed: r.failed.length,
   };

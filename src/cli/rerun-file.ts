@@ -20,6 +20,13 @@ const sameTags = (a: readonly string[], b: readonly string[]): boolean =>
  */
 export function rerunFile(p: Projection, runId: string, newRunId: string): RunFile {
   const run = p.runs.get(runId)?.snapshot;
+  if (!run && p.expiredRuns.has(runId)) {
+    throw new SonarError(
+      ErrorCode.NotFound,
+      `run ${runId} expired (SONAR_RETENTION): only its summary is kept, not its tasks`,
+      { runId },
+    );
+  }
   if (!run) throw new SonarError(ErrorCode.NotFound, `no run ${runId}`, { runId });
   if (run.value === 'Running') {
     throw new SonarError(

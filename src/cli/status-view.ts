@@ -28,7 +28,11 @@ export interface StatusView {
   }[];
   /** As the reconciler computes it (DESIGN.md section 5), negatives shown as 0. */
   capacity: CapacityView;
-  /** Tasks by state (zero counts left out) per run and step, steps in run-file order. */
+  /**
+   * Tasks by state (zero counts left out) per run and step, steps in run-file order. A run
+   * evicted by retention (`RunExpired`) keeps only its summary: `expired` is set, with its
+   * times and reason, and `steps` is empty.
+   */
   runs: Record<
     string,
     {
@@ -38,6 +42,7 @@ export interface StatusView {
         string,
         { state: string; starved: boolean; tasks: Partial<Record<TaskState, number>> }
       >;
+      expired?: { submittedAt: string; endedAt: string; reason: string | null; at: string };
     }
   >;
   /** Ready steps with Pending tasks and no eligible worker for any of their tags. */
@@ -76,10 +81,15 @@ const nonZero = (counts: Record<TaskState, number>): Partial<Record<TaskState, n
   return out;
 };
 
-/** Which runs to show: `--run`, `--all`, or those still Running or with open tasks. */
+/**
+ * Which runs to show: `--run`, `--all` (expired runs last), or those still Running or with
+ * open tasks.
+ */
 function shownRuns(p: Projection, input: StatusInput): string[] {
-  if (input.runId !== undefined) return p.runs.has(input.runId) ? [input.runId] : [];
-  if (input.all) return [...p.runs.keys()];
+  if (input.runId !== undefined) {
+    return p.runs.has(input.runId) || p.expiredRuns.has(input.runId) ? [input.runId] : [];
+  }
+  if (input.all) return [...p.runs.keys(), ...p.expiredRuns.keys()];
   const open = new Set(p.activeRuns);
   for (const key of p.activeSteps) open.add(key.slice(0, key.indexOf('.')));
   return [...p.runs.keys()].filter((r) => open.has(r));
@@ -96,6 +106,21 @@ export function statusView(input: StatusInput): StatusView {
   const decisions = plan(p, input.entries, input.now, input.planConfig);
   const runs: StatusView['runs'] = {};
   for (const runId of shownRuns(p, input)) {
+    const expired = p.expiredRuns.get(runId);
+    if (expired) {
+      runs[runId] = {
+        state: expired.state,
+        tasks: { ...expired.tasks },
+        steps: {},
+        expired: {
+          submittedAt: expired.submittedAt,
+          endedAt: expired.endedAt,
+          reason: expired.reason,
+          at: expired.expiredAt,
+        },
+      };
+      continue;
+    }
     const run = p.runs.get(runId)!.snapshot;
     const steps: StatusView['runs'][string]['steps'] = {};
     for (const stepId of run.context.stepIds) {

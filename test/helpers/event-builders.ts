@@ -8,6 +8,7 @@
 import type {
   ReconcilerElected,
   RunCancelled,
+  RunExpired,
   RunFailed,
   RunSubmitted,
   RunSucceeded,
@@ -32,6 +33,7 @@ import type {
   TaskResultAccepted,
   TaskStarted,
   WorkerDraining,
+  WorkerExpired,
   WorkerJoined,
   WorkerLeft,
   WorkerLost,
@@ -201,6 +203,28 @@ export const runFailed = (over: Over<RunFailed> = {}, time = T0): RunFailed =>
 
 export const runCancelled = (over: Over<RunCancelled> = {}, time = T0): RunCancelled =>
   ev<RunCancelled>('RunCancelled', { reason: 'operator', ...over }, time);
+
+// ---- retention ----------------------------------------------------------------------------
+
+/** `RunExpired` of a one-task run `r1` that succeeded at T0 + 10 s. */
+export const runExpired = (over: Over<RunExpired> = {}, time = T0): RunExpired =>
+  ev<RunExpired>(
+    'RunExpired',
+    {
+      runId: 'r1',
+      state: 'Succeeded',
+      reason: null,
+      submittedAt: T0,
+      endedAt: at(10),
+      taskCount: 1,
+      tasks: { Succeeded: 1 },
+      ...over,
+    },
+    time,
+  );
+
+export const workerExpired = (time = T0): WorkerExpired =>
+  ev<WorkerExpired>('WorkerExpired', {}, time);
 
 // ---- worker and system --------------------------------------------------------------------
 

@@ -25,6 +25,8 @@ export function dumpProjection(p: Projection) {
     ]),
     activeSteps: [...p.activeSteps],
     activeRuns: [...p.activeRuns],
+    expiredRuns: [...p.expiredRuns],
+    workersInService: [...p.workersInService],
     leader: p.leader,
     lastSeq: p.lastSeq,
   };

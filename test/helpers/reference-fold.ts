@@ -32,6 +32,8 @@ interface Folded {
   steps: Map<string, StepSnap>;
   runs: Map<string, RunSnap>;
   workers: Map<string, WorkerSnap>;
+  /** Final states of the runs `RunExpired` evicted. */
+  expired: Map<string, string>;
   leader: { nodeId: string; time: string; seq: number } | null;
 }
 
@@ -131,6 +133,55 @@ function advance(f: Folded, ref: AggregateRef, event: SonarEvent): boolean {
   }
 }
 
+const OPEN_TASK_STATES = ['Pending', 'Published', 'Running', 'Finalizing', 'Poisoned'];
+
+/**
+ * The retention events, written from DESIGN.md and the README's Contract, not from
+ * projection.ts: a run expires once finished with no task open, with its own final state,
+ * and is then forgotten but for its state; a worker expires once Left or Lost.
+ */
+function expire(f: Folded, ref: AggregateRef, event: SonarEvent): string | null {
+  if (event.type === 'WorkerExpired') {
+    if (ref.kind !== 'worker') return refuse(ref.kind, `subject key ${ref.key}`, event.type);
+    const worker = f.workers.get(ref.key);
+    if (!worker) return refuse('worker', 'none', event.type);
+    if (worker.status !== 'done') return refuse('worker', worker.value, event.type);
+    f.workers.delete(ref.key);
+    return null;
+  }
+  if (event.type !== 'RunExpired') throw new Error(`${event.type} is not a retention event`);
+  if (ref.kind !== 'run' || event.data.runId !== ref.key) {
+    return refuse(ref.kind, `subject key ${ref.key}`, event.type);
+  }
+  if (f.expired.has(ref.key)) return refuse('run', 'Expired', event.type);
+  const run = f.runs.get(ref.key);
+  if (run) {
+    if (run.status !== 'done' || run.value !== event.data.state) {
+      return refuse('run', run.value, event.type);
+    }
+    const stepIds = new Set(run.context.stepIds);
+    const ofRun = (spec: { runId: string; stepId: string }) =>
+      spec.runId === ref.key && stepIds.has(spec.stepId);
+    const open = [...stepIds].some((stepId) => {
+      const step = f.steps.get(`${ref.key}.${stepId}`);
+      if (!step) return false;
+      if (step.status !== 'done') return true;
+      return [...f.tasks.values()].some(
+        (t) =>
+          t.context.spec.stepId === stepId &&
+          ofRun(t.context.spec) &&
+          OPEN_TASK_STATES.includes(String(t.value)),
+      );
+    });
+    if (open) return refuse('run', `${String(run.value)} with open tasks`, event.type);
+    for (const [key, t] of f.tasks) if (ofRun(t.context.spec)) f.tasks.delete(key);
+    for (const stepId of stepIds) f.steps.delete(`${ref.key}.${stepId}`);
+    f.runs.delete(ref.key);
+  }
+  f.expired.set(ref.key, event.data.state);
+  return null;
+}
+
 /** One event at `seq`: null when applied, else the reason it was refused. */
 function applyOne(f: Folded, ref: AggregateRef, event: SonarEvent, seq: number): string | null {
   if (ref.kind === 'system') {
@@ -138,6 +189,7 @@ function applyOne(f: Folded, ref: AggregateRef, event: SonarEvent, seq: number):
     f.leader = { nodeId: event.data.nodeId, time: event.time, seq };
     return null;
   }
+  if (event.type === 'RunExpired' || event.type === 'WorkerExpired') return expire(f, ref, event);
   const state = stateOf(f, ref);
   const created = createdKey(event);
   if (created) {
@@ -145,6 +197,10 @@ function applyOne(f: Folded, ref: AggregateRef, event: SonarEvent, seq: number):
       return refuse(ref.kind, `subject key ${ref.key}`, event.type);
     }
     if (state !== undefined) return refuse(ref.kind, state, event.type);
+    const runId = ref.key.split('.')[0]!;
+    if (ref.kind !== 'worker' && f.expired.has(runId)) {
+      return refuse(ref.kind, 'Expired', event.type);
+    }
     create(f, ref.key, event);
     return null;
   }
@@ -164,6 +220,7 @@ export function referenceReplay(lines: Iterable<string>): ReferenceResult {
     steps: new Map(),
     runs: new Map(),
     workers: new Map(),
+    expired: new Map(),
     leader: null,
   };
   const skipped: Skipped[] = [];
@@ -209,6 +266,7 @@ export function referenceReplay(lines: Iterable<string>): ReferenceResult {
     view.steps[key] = { state: String(snap.value), starved: snap.context.starved };
   }
   for (const [key, snap] of f.runs) view.runs[key] = { state: String(snap.value) };
+  for (const [key, state] of f.expired) view.runs[key] = { state, expired: true };
   for (const [key, snap] of f.workers) view.workers[key] = { state: String(snap.value) };
   return { view, leader: f.leader };
 }

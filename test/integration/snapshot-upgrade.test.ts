@@ -1,6 +1,7 @@
 /**
- * Projection snapshots after retention purged events (src/backend/snapshot.ts): the purged
- * runs live only in the snapshot, so an upgrade that changes machine code must not drop them.
+ * Projection snapshots after retention purged events (src/backend/snapshot.ts): a purged run
+ * lives only in the snapshot until its `RunExpired` is folded (and for good when a pass was
+ * cut short before appending it), so an upgrade that changes machine code must not drop it.
  * Every case purges with the real retention sweep on a real nats-server, then stands in for
  * an upgrade (or a broken snapshot) by rewriting the stored object, and starts a new Backend.
  */
@@ -94,8 +95,9 @@ async function purgedWorld(workerFirst: boolean): Promise<SweepWorld> {
   running.push(w);
   await seed(w, workerFirst);
   const report = await w.sweep({ shiftMs: 31 * DAY_MS });
-  expect(report.retention).toMatchObject({ purged: ['old'], skipped: null });
-  expect(await w.ctx.store.lastSeqOf(w.ctx.names.subjects.run('old'))).toBe(0);
+  expect(report.retention).toMatchObject({ purged: ['old'], evicted: ['old'], skipped: null });
+  const runEvents = await w.ctx.store.readAggregate(w.ctx.names.subjects.run('old'));
+  expect(runEvents.map((r) => r.type)).toEqual(['RunExpired']);
   return w;
 }
 
@@ -153,7 +155,7 @@ describe('projection snapshot after retention purged events', () => {
     { layout: 'purge took the stream head', workerFirst: false },
     { layout: 'purge left holes, seq 1 kept', workerFirst: true },
   ])(
-    'another build’s snapshot is loaded when events were purged ($layout): the purged run’s final state is shown, the tail is folded',
+    'another build’s snapshot is loaded when events were purged ($layout): it holds the purged run, the tail (its RunExpired included) is folded',
     async ({ workerFirst }) => {
       const w = await purgedWorld(workerFirst);
       const n = w.ctx.names;
@@ -183,8 +185,10 @@ describe('projection snapshot after retention purged events', () => {
       );
       expect(lines.some((l) => l.msg === 'projection snapshot loaded')).toBe(true);
       const p = b.ctx.loop.projection;
-      expect(p.runs.get('old')?.snapshot.value).toBe('Succeeded');
-      expect(p.tasks.get('old.t1')?.snapshot.value).toBe('Succeeded');
+      // The snapshot (written before the purge) held `old` whole; its RunExpired evicted it.
+      expect(Number(meta['seq'])).toBeLessThan(p.expiredRuns.get('old')!.seq);
+      expect(p.expiredRuns.get('old')?.state).toBe('Succeeded');
+      expect(p.tasks.has('old.t1')).toBe(false);
       expect(p.runs.get('live')?.snapshot.value).toBe('Running');
       expect(p.tasks.get('later.t1')?.snapshot.value).toBe('Finalizing');
       expect(b.ctx.loop.position).toBeGreaterThan(Number(meta['seq']));
@@ -223,7 +227,7 @@ describe('projection snapshot after retention purged events', () => {
     expect(dumpProjection(b.ctx.loop.projection)).toStrictEqual(before);
   });
 
-  it('an unusable snapshot with a purged stream: Backend.start refuses (missing, other format, corrupt, truncated); SONAR_ALLOW_SNAPSHOT_LOSS=1 starts without the purged run', async () => {
+  it('an unusable snapshot with a purged stream: Backend.start refuses (missing, other format, corrupt, truncated); SONAR_ALLOW_SNAPSHOT_LOSS=1 starts with only what the stream holds', async () => {
     const w = await purgedWorld(true);
     const n = w.ctx.names;
     await w.stop();
@@ -272,6 +276,8 @@ describe('projection snapshot after retention purged events', () => {
       ),
     ).toBe(true);
     expect(b.ctx.loop.projection.runs.has('old')).toBe(false);
+    // An expired run's summary is in its RunExpired, which the purge left.
+    expect(b.ctx.loop.projection.expiredRuns.get('old')?.state).toBe('Succeeded');
     expect(b.ctx.loop.projection.runs.get('live')?.snapshot.value).toBe('Running');
   });
 });

@@ -6,6 +6,7 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { Kvm } from '@nats-io/kv';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { applyEvent } from '../../actors/projection.js';
 import { ensureDispatchConsumer } from '../../streams/provision.js';
 import {
   DISPATCH_CONSUMER_RECHECK_MS,
@@ -312,7 +313,7 @@ describe('the full sweep', () => {
     expect(await exists()).toBe(true);
   });
 
-  it('purges the events, result, output and error history of a run finished past retention; a replay from the snapshot still shows its final state', async () => {
+  it('purges the events, result, output and error history of a run finished past retention, then evicts it with RunExpired; a restart from the snapshot agrees', async () => {
     const w = await world();
     const n = w.ctx.names;
     const outputs = await ObjOutputStore.open(nc, n);
@@ -359,39 +360,63 @@ describe('the full sweep', () => {
     expect(await outputs.get(job!.outputRef)).not.toBeNull();
 
     // Inside retention: nothing to do.
-    expect((await w.sweep()).retention).toMatchObject({ expired: 0, purged: [] });
+    expect((await w.sweep()).retention).toMatchObject({ expired: 0, purged: [], evicted: [] });
+    const lastOfOld = Math.max(
+      ...[
+        w.ctx.loop.projection.runs.get('old')!,
+        w.ctx.loop.projection.steps.get('old.s1')!,
+        w.ctx.loop.projection.tasks.get('old.t1')!,
+      ].map((a) => a.seq),
+    );
     // 31 days on (past the default 30d):
     const report = await w.sweep({ shiftMs: 31 * DAY_MS });
     expect(report.failed).toEqual([]);
-    expect(report.retention).toMatchObject({ expired: 1, purged: ['old'], open: 0, skipped: null });
-    const lastOfOld = w.ctx.loop.projection.runs.get('old')!.seq;
+    expect(report.retention).toMatchObject({
+      expired: 1,
+      purged: ['old'],
+      evicted: ['old'],
+      open: 0,
+      skipped: null,
+    });
     expect(report.retention.snapshotSeq).toBeGreaterThanOrEqual(lastOfOld);
 
-    for (const subject of [
-      n.subjects.run('old'),
-      n.subjects.step('old', 's1'),
-      n.subjects.task('old', 't1'),
-    ]) {
+    for (const subject of [n.subjects.step('old', 's1'), n.subjects.task('old', 't1')]) {
       expect(await w.ctx.store.lastSeqOf(subject)).toBe(0);
     }
+    // The run subject holds only the RunExpired appended after its purge.
+    const runEvents = await w.ctx.store.readAggregate(n.subjects.run('old'));
+    expect(runEvents.map((r) => r.type)).toEqual(['RunExpired']);
+    expect(runEvents[0]!.seq).toBeGreaterThan(report.retention.snapshotSeq!);
     expect(await w.ctx.store.lastSeqOf(n.subjects.run('live'))).toBeGreaterThan(0);
     expect(await sink.get('old', 't1')).toBeNull();
     expect(await failures.history('old', 't1', 'a1')).toEqual([]);
     expect(await outputs.get(job!.outputRef)).toBeNull();
     expect(await subjectsIn(n.streams.poison, n.subjects.poisonAll)).toEqual([]);
+    // The live projection keeps only the run's summary.
+    const live = w.ctx.loop.projection;
+    expect(live.runs.has('old')).toBe(false);
+    expect(live.tasks.has('old.t1')).toBe(false);
+    expect(live.expiredRuns.get('old')).toMatchObject({
+      state: 'Succeeded',
+      tasks: { Succeeded: 1 },
+    });
 
-    // A backend starting now loads the snapshot: the purged run is there, finished.
+    // A backend starting now loads the snapshot: the purged run is there, finished, and the
+    // RunExpired after it evicts it.
     const loaded = await loadSnapshot({ nc, jsm, names: n, log: silentLogger });
     expect(loaded).not.toBeNull();
     const p = loaded!.projection;
     expect(p.runs.get('old')?.snapshot.value).toBe('Succeeded');
-    expect(p.steps.get('old.s1')?.snapshot.value).toBe('Succeeded');
     expect(p.tasks.get('old.t1')?.snapshot.value).toBe('Succeeded');
     expect(p.runs.get('live')?.snapshot.value).toBe('Running');
-    // Purged once: later sweeps neither purge nor count it again.
+    await w.ctx.store.replay((r) => void applyEvent(p, r), { fromSeq: loaded!.header.seq + 1 });
+    expect(p.runs.has('old')).toBe(false);
+    expect(p.expiredRuns.get('old')).toEqual(live.expiredRuns.get('old'));
+    // Expired once: later sweeps neither purge nor count it again.
     expect((await w.sweep({ shiftMs: 31 * DAY_MS })).retention).toMatchObject({
       expired: 0,
       purged: [],
+      evicted: [],
     });
   });
 

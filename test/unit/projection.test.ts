@@ -7,11 +7,20 @@ import { applyDecoded, applyEvent, createProjection, evaluate } from '../../acto
 import type { EventRecord, Projection } from '../../actors/projection.js';
 import { taskMachine } from '../../actors/task/task.machine.js';
 import {
+  T0,
   at,
   hexHash,
   line,
   reconcilerElected,
+  runExpired,
+  runFailed,
   runSubmitted,
+  runSucceeded,
+  stepSucceeded,
+  workerDraining,
+  workerExpired,
+  workerLeft,
+  workerLost,
   stepCreated,
   subject,
   taskCancelled,
@@ -45,6 +54,10 @@ function stateOf(p: Projection): unknown {
     workers: [...p.workers].map(([k, a]) => [k, a.seq, a.snapshot]),
     stepTasks: [...p.stepTasks].map(([k, v]) => [k, [...v]]),
     tasksByState: Object.entries(p.tasksByState).map(([k, v]) => [k, [...v]]),
+    stepIndex: [...p.stepIndex.keys()],
+    activeSteps: [...p.activeSteps],
+    expiredRuns: [...p.expiredRuns],
+    workersInService: [...p.workersInService],
     leader: p.leader,
   };
 }
@@ -408,6 +421,179 @@ describe('projection', () => {
       );
       expect(stateOf(p)).toEqual(before);
       expect(p.lastSeq).toBe(1);
+    });
+  });
+
+  describe('retention: RunExpired and WorkerExpired', () => {
+    /** Run r1 (steps s1, s2; tasks t1, t2 with inputs) finished at 10 s, and a Running r2. */
+    function finishedRun(): Projection {
+      const p = createProjection();
+      const task = (runId: string, stepId: string, taskId: string) =>
+        taskCreated({ runId, stepId, taskId, input: { payload: 'x'.repeat(100) } });
+      const done = (taskId: string, seq: number): EventRecord[] => [
+        record(seq, subject.task('r1', taskId), taskPublished({ attemptId: `a-${taskId}` })),
+        record(seq + 1, subject.task('r1', taskId), taskStarted({ attemptId: `a-${taskId}` })),
+        record(
+          seq + 2,
+          subject.task('r1', taskId),
+          taskResultAccepted({ attemptId: `a-${taskId}` }),
+        ),
+        record(seq + 3, subject.task('r1', taskId), taskFinalized({ attemptId: `a-${taskId}` })),
+      ];
+      applyAll(p, [
+        record(1, subject.step('r1', 's1'), stepCreated({ runId: 'r1', stepId: 's1' })),
+        record(2, subject.step('r1', 's2'), stepCreated({ runId: 'r1', stepId: 's2' })),
+        record(3, subject.task('r1', 't1'), task('r1', 's1', 't1')),
+        record(4, subject.task('r1', 't2'), task('r1', 's2', 't2')),
+        record(5, subject.run('r1'), runSubmitted({ stepIds: ['s1', 's2'], taskCount: 2 })),
+        record(6, subject.step('r2', 's1'), stepCreated({ runId: 'r2', stepId: 's1' })),
+        record(7, subject.task('r2', 't1'), task('r2', 's1', 't1')),
+        record(8, subject.run('r2'), runSubmitted({ runId: 'r2' })),
+        ...done('t1', 10),
+        ...done('t2', 20),
+        record(30, subject.step('r1', 's1'), stepSucceeded(at(9))),
+        record(31, subject.step('r1', 's2'), stepSucceeded(at(9))),
+        record(32, subject.run('r1'), runSucceeded(at(10))),
+      ]);
+      return p;
+    }
+    const expiry = (over: Parameters<typeof runExpired>[0] = {}) =>
+      runExpired({ taskCount: 2, tasks: { Succeeded: 2 }, ...over }, at(100));
+
+    it('RunExpired evicts a finished run: its run, steps, tasks and indexes; keeps its summary', () => {
+      const p = finishedRun();
+      const outcome = applyEvent(p, record(40, subject.run('r1'), expiry()));
+      expect(outcome).toMatchObject({ ok: true, from: 'Succeeded', to: 'Expired', actions: [] });
+      expect([...p.runs.keys()]).toEqual(['r2']);
+      expect([...p.steps.keys()]).toEqual(['r2.s1']);
+      expect([...p.tasks.keys()]).toEqual(['r2.t1']);
+      expect([...p.stepTasks.keys()]).toEqual(['r2.s1']);
+      expect([...p.stepIndex.keys()]).toEqual(['r2.s1']);
+      expect([...p.activeSteps]).toEqual(['r2.s1']);
+      expect([...p.activeRuns]).toEqual(['r2']);
+      expect(openSets(p).Pending).toEqual(['r2.t1']);
+      expect(p.expiredRuns.get('r1')).toEqual({
+        runId: 'r1',
+        state: 'Succeeded',
+        reason: null,
+        submittedAt: T0,
+        endedAt: at(10),
+        taskCount: 2,
+        tasks: { Succeeded: 2 },
+        expiredAt: at(100),
+        seq: 40,
+      });
+      expect(p.lastSeq).toBe(40);
+    });
+
+    it('RunExpired is appended at seq 0: only onto the run subject once retention emptied it', () => {
+      const p = finishedRun();
+      const result = evaluate(p, parseEventSubject(subject.run('r1'))!, expiry());
+      expect(result).toMatchObject({ from: 'Succeeded', to: 'Expired', next: null, seq: 0 });
+    });
+
+    it('a run the projection never held expires from the event alone (purged, snapshot lost)', () => {
+      const p = createProjection();
+      const summary = { runId: 'r9', state: 'Failed', reason: 'step s1 failed' } as const;
+      applyAll(p, [record(5, subject.run('r9'), runExpired({ ...summary, tasks: { Failed: 1 } }))]);
+      expect(p.runs.size).toBe(0);
+      expect(p.expiredRuns.get('r9')).toMatchObject({ ...summary, tasks: { Failed: 1 }, seq: 5 });
+    });
+
+    it('is refused for a Running run, another final state, twice, or on another subject', () => {
+      const p = finishedRun();
+      const r2 = runExpired({ runId: 'r2', tasks: { Pending: 1 } });
+      expectRefused(
+        p,
+        record(40, subject.run('r2'), r2),
+        'run: RunExpired is not accepted in state "Running"',
+      );
+      expectRefused(p, record(41, subject.run('r1'), expiry({ state: 'Failed' })), /"Succeeded"/);
+      expectRefused(p, record(42, subject.run('r2'), expiry()), /subject key r2/);
+      expectRefused(p, record(43, subject.task('r1', 't1'), expiry()), /subject key r1.t1/);
+      applyAll(p, [record(44, subject.run('r1'), expiry())]);
+      expectRefused(p, record(45, subject.run('r1'), expiry()), /in state "Expired"/);
+    });
+
+    it('is refused while a task of the run is open (a Poisoned task can still be retried)', () => {
+      const p = createProjection();
+      applyAll(p, [
+        record(1, subject.step(), stepCreated()),
+        record(2, subject.task(), taskCreated()),
+        record(3, subject.run(), runSubmitted()),
+        record(4, subject.task(), taskPublished()),
+        record(5, subject.task(), taskStarted()),
+        record(6, subject.task(), taskResultAccepted()),
+        record(7, subject.task(), taskPoisoned()),
+        record(8, subject.run(), runFailed()),
+      ]);
+      const failed = runExpired({
+        state: 'Failed',
+        reason: 'step s1 failed',
+        tasks: { Poisoned: 1 },
+      });
+      expectRefused(p, record(9, subject.run(), failed), /"Failed with open tasks"/);
+      expect(p.tasks.has('r1.t1')).toBe(true);
+    });
+
+    it('nothing is created under an expired run id again', () => {
+      const p = finishedRun();
+      applyAll(p, [record(40, subject.run('r1'), expiry())]);
+      expectRefused(
+        p,
+        record(41, subject.run('r1'), runSubmitted()),
+        /RunSubmitted is not accepted in state "Expired"/,
+      );
+      expectRefused(
+        p,
+        record(42, subject.step('r1', 's3'), stepCreated({ stepId: 's3' })),
+        /"Expired"/,
+      );
+      expectRefused(
+        p,
+        record(43, subject.task('r1', 't9'), taskCreated({ stepId: 's1', taskId: 't9' })),
+        /"Expired"/,
+      );
+      expectRefused(p, record(44, subject.task('r1', 't1'), taskCancelled()), /state "none"/);
+    });
+
+    it('workersInService holds Active and Draining workers in join order', () => {
+      const p = createProjection();
+      applyAll(p, [
+        record(1, subject.worker('w1'), workerJoined({ workerId: 'w1' })),
+        record(2, subject.worker('w2'), workerJoined({ workerId: 'w2' })),
+        record(3, subject.worker('w3'), workerJoined({ workerId: 'w3' })),
+        record(4, subject.worker('w1'), workerDraining()),
+        record(5, subject.worker('w2'), workerLost()),
+      ]);
+      expect([...p.workersInService]).toEqual(['w1', 'w3']);
+      applyAll(p, [record(6, subject.worker('w1'), workerLeft())]);
+      expect([...p.workersInService]).toEqual(['w3']);
+    });
+
+    it('WorkerExpired evicts a Left or Lost worker and is refused for one in service', () => {
+      const p = createProjection();
+      applyAll(p, [
+        record(1, subject.worker('w1'), workerJoined({ workerId: 'w1' })),
+        record(2, subject.worker('w2'), workerJoined({ workerId: 'w2' })),
+        record(3, subject.worker('w3'), workerJoined({ workerId: 'w3' })),
+        record(4, subject.worker('w1'), workerLeft()),
+        record(5, subject.worker('w2'), workerLost()),
+        record(6, subject.worker('w3'), workerDraining()),
+      ]);
+      const ref = parseEventSubject(subject.worker('w1'))!;
+      expect(evaluate(p, ref, workerExpired())).toMatchObject({ from: 'Left', seq: 4 });
+      expectRefused(p, record(7, subject.worker('w3'), workerExpired()), /"Draining"/);
+      expect(applyEvent(p, record(8, subject.worker('w1'), workerExpired()))).toMatchObject({
+        ok: true,
+        from: 'Left',
+        to: 'Expired',
+      });
+      applyAll(p, [record(9, subject.worker('w2'), workerExpired())]);
+      expect([...p.workers.keys()]).toEqual(['w3']);
+      expect([...p.workersInService]).toEqual(['w3']);
+      expectRefused(p, record(10, subject.worker('w1'), workerExpired()), /state "none"/);
+      expectRefused(p, record(11, subject.run('w3'), workerExpired()), /subject key w3/);
     });
   });
 

@@ -17,13 +17,21 @@ import {
 import {
   at,
   line,
+  runCancelled,
+  runExpired,
   runSubmitted,
   stepCreated,
+  stepSkipped,
   subject,
+  taskCancelled,
   taskCreated,
   taskPublished,
   taskRequeued,
   taskStarted,
+  workerDraining,
+  workerExpired,
+  workerJoined,
+  workerLeft,
 } from '../helpers/event-builders.js';
 import { dumpProjection } from '../helpers/projection-dump.js';
 
@@ -87,6 +95,69 @@ function mixedLog(tasks: number): string[] {
   return out.map((l) => JSON.stringify(l));
 }
 
+/**
+ * A format-3 snapshot of a projection with no expired runs, as format 2 wrote it: no
+ * `expiredRuns` count in the header (and no `expiredRun` rows, since there are none).
+ */
+function asFormat2(text: string): string {
+  return text
+    .split('\n')
+    .map((l, i) => {
+      if (i !== 0) return l;
+      const h = JSON.parse(l) as { counts: Record<string, number> };
+      expect(h.counts['expiredRuns']).toBe(0);
+      delete h.counts['expiredRuns'];
+      return JSON.stringify({ ...h, version: 2 });
+    })
+    .join('\n');
+}
+
+/**
+ * Two runs of `tasks` tasks each on workers that join and go: run `old` finishes, expires
+ * and its worker expires; run `live` goes on, its tasks published afterwards.
+ */
+function expiringLog(tasks: number): string[] {
+  const out: unknown[] = [];
+  let seq = 0;
+  const add = (subj: string, e: Parameters<typeof line>[2]) => out.push(line(++seq, subj, e));
+  add(subject.worker('w1'), workerJoined({ workerId: 'w1' }));
+  add(subject.worker('w2'), workerJoined({ workerId: 'w2' }));
+  for (const runId of ['old', 'live']) {
+    add(subject.step(runId, 's1'), stepCreated({ runId, stepId: 's1', taskCount: tasks }));
+    for (let i = 0; i < tasks; i++) {
+      add(subject.task(runId, `t${i}`), taskCreated({ runId, stepId: 's1', taskId: `t${i}` }));
+    }
+    add(subject.run(runId), runSubmitted({ runId, stepIds: ['s1'], taskCount: tasks }));
+  }
+  for (let i = 0; i < tasks; i++) {
+    add(subject.task('old', `t${i}`), taskCancelled({ reason: 'operator' }, at(1)));
+  }
+  add(subject.step('old', 's1'), stepSkipped({ reason: 'cancelled' }, at(2)));
+  add(subject.run('old'), runCancelled({ reason: 'operator' }, at(2)));
+  add(subject.worker('w1'), workerLeft(at(3)));
+  add(
+    subject.run('old'),
+    runExpired(
+      {
+        runId: 'old',
+        state: 'Cancelled',
+        reason: 'operator',
+        endedAt: at(2),
+        taskCount: tasks,
+        tasks: { Cancelled: tasks },
+      },
+      at(50),
+    ),
+  );
+  add(subject.worker('w1'), workerExpired(at(51)));
+  for (let i = 0; i < tasks; i += 2) {
+    add(subject.task('live', `t${i}`), taskPublished({ attempt: 1, attemptId: `l${i}` }, at(60)));
+  }
+  add(subject.worker('w3'), workerJoined({ workerId: 'w3' }, at(61)));
+  add(subject.worker('w2'), workerDraining({ reason: 'shutdown' }, at(62)));
+  return out.map((l) => JSON.stringify(l));
+}
+
 describe('snapshot codec', () => {
   it('knows every field of the projection', () => {
     expect(Object.keys(createProjection()).sort()).toEqual([...PROJECTION_FIELDS].sort());
@@ -97,7 +168,11 @@ describe('snapshot codec', () => {
     expect(() => captureProjection(p, meta(0))).toThrow(/extra unknown to the snapshot codec/);
   });
 
-  const logs = [...scenarios, { name: 'mixed (generated)', lines: mixedLog(60) }];
+  const logs = [
+    ...scenarios,
+    { name: 'mixed (generated)', lines: mixedLog(60) },
+    { name: 'expiring (generated)', lines: expiringLog(20) },
+  ];
 
   describe.each(logs)('$name', ({ lines }) => {
     // Records with their line numbers fixed, as the stream gives them: a JSONL line without
@@ -141,7 +216,7 @@ describe('snapshot codec', () => {
 
   it('reads format 1 (the stepIndex order as [key, order] pairs): an upgrade keeps purged runs', () => {
     const p = replay(mixedLog(30)).projection;
-    const v1 = encode(p)
+    const v1 = asFormat2(encode(p))
       .split('\n')
       .map((line, i) => {
         if (line === '') return line;
@@ -163,6 +238,35 @@ describe('snapshot codec', () => {
     expect(v1).toContain('"version":1');
     expect(v1).toMatch(/\["stepIndex","[^"]+",\{[^}]*\},\[\["/); // pairs, as format 1 wrote them
     expect(dumpProjection(decode(v1).projection)).toStrictEqual(dumpProjection(p));
+  });
+
+  it('reads format 2 (no expired runs): an upgrade keeps purged runs', () => {
+    const p = replay(mixedLog(30)).projection;
+    const v2 = asFormat2(encode(p));
+    expect(v2).toContain('"version":2');
+    expect(dumpProjection(decode(v2).projection)).toStrictEqual(dumpProjection(p));
+  });
+
+  it('keeps expired runs and rebuilds the workers in service', () => {
+    const { projection: p, skipped } = replay(expiringLog(10));
+    expect(skipped).toEqual([]);
+    expect([...p.expiredRuns.keys()]).toEqual(['old']);
+    expect([...p.workersInService]).toEqual(['w2', 'w3']);
+    const text = encode(p);
+    expect(text).toContain('"expiredRuns":1');
+    expect(text).toMatch(/^\["expiredRun","old",\{"runId":"old","state":"Cancelled"/m);
+    expect(text).not.toContain('"workersInService"');
+    const restored = decode(text).projection;
+    expect(dumpProjection(restored)).toStrictEqual(dumpProjection(p));
+    expect(restored.tasks.has('old.t0')).toBe(false);
+  });
+
+  it('refuses an expiredRun row whose key is not its run', () => {
+    const text = encode(replay(expiringLog(4)).projection).replace(
+      '["expiredRun","old"',
+      '["expiredRun","other"',
+    );
+    expect(() => decode(text)).toThrow(/an expiredRun row is malformed/);
   });
 
   describe('refuses, never returns part of a projection', () => {

@@ -1,9 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { lastAdvertised } from '../../src/backend/sweep/last-advertised.js';
-import { expiredRuns } from '../../src/backend/sweep/retention.js';
+import { applyEvent } from '../../actors/projection.js';
+import { expiredRuns, runExpiredData } from '../../src/backend/sweep/retention.js';
 import { Deadline, settleWithin } from '../../src/grace.js';
 import {
+  T0,
   at,
+  line,
   runCancelled,
   stepSkipped,
   subject,
@@ -52,6 +55,35 @@ describe('expiredRuns', () => {
     expect(expiredRuns(w.p, now, 30 * DAY)).toEqual({ expired: ['done'], open: 1 });
     // "More than": exactly the retention is not yet past it.
     expect(expiredRuns(w.p, ms(30 * 86_400), 30 * DAY)).toEqual({ expired: [], open: 0 });
+  });
+});
+
+describe('runExpiredData', () => {
+  it('summarises a finished run across its steps, zero counts left out; the fold accepts it', () => {
+    const w = new World().run('r', [
+      { id: 'a', tasks: 2 },
+      { id: 'b', tasks: 1 },
+    ]);
+    for (const t of ['a-0', 'a-1', 'b-0']) w.add(subject.task('r', t), taskCancelled({}, at(5)));
+    w.add(subject.step('r', 'a'), stepSkipped({}, at(5)))
+      .add(subject.step('r', 'b'), stepSkipped({}, at(5)))
+      .add(subject.run('r'), runCancelled({ reason: 'operator' }, at(6)));
+    const data = runExpiredData(w.p, 'r');
+    expect(data).toEqual({
+      runId: 'r',
+      state: 'Cancelled',
+      reason: 'operator',
+      submittedAt: T0,
+      endedAt: at(6),
+      taskCount: 3,
+      tasks: { Cancelled: 3 },
+    });
+    const outcome = applyEvent(
+      w.p,
+      line(10_000, subject.run('r'), { type: 'RunExpired', data, time: at(100) }),
+    );
+    expect(outcome).toMatchObject({ ok: true, from: 'Cancelled', to: 'Expired' });
+    expect(w.p.tasks.size).toBe(0);
   });
 });
 

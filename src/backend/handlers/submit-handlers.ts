@@ -127,6 +127,15 @@ export function submitHandlers(ctx: BackendContext): Handlers {
       }
       if (issues.length > 0) throw validationError('submit.begin', issues);
       await syncAll(ctx);
+      // Its events were purged and nothing can be created under its id again (the fold
+      // refuses it): say so, rather than fail on each step.
+      if (ctx.loop.projection.expiredRuns.has(req.runId)) {
+        throw new SonarError(
+          ErrorCode.Conflict,
+          `run ${req.runId} finished and expired (SONAR_RETENTION): choose another runId`,
+          { runId: req.runId },
+        );
+      }
       const wanted = new Map(req.steps.map((s) => [s.id, s]));
       const have = stepIdsOf(req.runId);
       await checkSameFile(req.runId, req.hash, have, wanted);

@@ -5,6 +5,7 @@ import {
   ValidationError,
 } from '../../../actors/errors.js';
 import { keyOf } from '../../../actors/ids.js';
+import { isConcurrencyError } from '../../../streams/errors.js';
 import { enqueueFinalization } from '../../../streams/queues.js';
 import { assertOutputSize } from '../../limits.js';
 import { assertSlotsFit, DEFAULT_MAX_PAYLOAD } from '../../pulse-size.js';
@@ -174,6 +175,11 @@ export function workerHandlers(ctx: BackendContext): Handlers {
           id: `join.${req.workerId}`,
         });
       } catch (err: unknown) {
+        // Its subject holds events the projection no longer has: a worker that ended and
+        // was expired by retention. The id was used once already.
+        if (isConcurrencyError(err) && !(await workerOf(ctx, req.workerId))) {
+          throw goneError(req.workerId, 'Expired');
+        }
         // Two joins raced (a retry on another backend): the same join data answers the same.
         if (!(err instanceof IllegalTransitionError)) throw err;
         const now = await workerOf(ctx, req.workerId);

@@ -1,5 +1,9 @@
+import { IllegalTransitionError } from '../../../actors/errors.js';
 import type { Projection } from '../../../actors/projection.js';
+import type { RunExpired } from '../../../actors/retention/retention.events.js';
+import type { TaskState } from '../../../actors/task/task.machine.js';
 import type { BackendContext } from '../context.js';
+import { TASK_STATES } from '../task-counts.js';
 
 /**
  * The projection snapshot store (`sonar_snapshots`, DESIGN.md section 2) as retention needs it.
@@ -20,6 +24,13 @@ export interface RetentionReport {
   expired: number;
   /** Runs purged by this pass. */
   purged: string[];
+  /**
+   * Runs this pass evicted from every projection with `RunExpired` (only their summary is
+   * kept): those it purged, and any an earlier pass purged but was cut short before.
+   */
+  evicted: string[];
+  /** Workers Left or Lost more than SONAR_RETENTION ago, evicted with `WorkerExpired`. */
+  workersEvicted: string[];
   /** Expired runs left alone because a task of theirs is still open (a Poisoned one). */
   open: number;
   /** Why nothing was purged although runs expired (no snapshot store to keep their state). */
@@ -62,35 +73,46 @@ function lastSeqOfRun(p: Projection, runId: string): number {
 /**
  * Applies SONAR_RETENTION (DESIGN.md section 9): the events, results, outputs and error
  * histories (finalize errors and poison records) of runs finished more than the retention
- * ago are purged by subject. The projection keeps each purged run's final state: a snapshot
- * holding it is stored first, and without a snapshot store nothing is purged.
+ * ago are purged by subject, then `RunExpired` (the run's summary) is appended onto its
+ * emptied run subject, and every projection (live, replayed, restored from a snapshot)
+ * forgets the run's steps, tasks and inputs. Workers Left or Lost more than the retention ago
+ * are forgotten with `WorkerExpired`. Without a snapshot store nothing is purged.
  *
- * Order per run: outputs, results, error histories, poison records, task and step events,
- * and the run's own subject last. So a pass cut short is finished by the next one, and a run
- * whose run subject is empty is known to be purged (`purgedRuns` remembers those, so each
- * expired run costs one lookup per process, not one per pass).
+ * Order per run: a snapshot holding the run's final state is stored first; then outputs,
+ * results, error histories, poison records, task and step events, the run's own subject
+ * last; then `RunExpired`. A pass cut short anywhere is finished by the next one: a run
+ * whose run subject is not yet empty is purged again (idempotent), and a run whose run
+ * subject is empty but which a projection still holds (a crash between the purge and the
+ * append) gets its `RunExpired` then. `RunExpired` is appended expecting an empty subject, so
+ * it is stored once, and it outlives the purge it follows. Until it is appended, the purged
+ * run lives on in the snapshot and in every projection, as before.
  */
 export async function applyRetention(
   ctx: BackendContext,
   snapshots: RetentionSnapshots | null,
-  purgedRuns: Set<string>,
 ): Promise<RetentionReport> {
   const p = ctx.loop.projection;
   const found = expiredRuns(p, ctx.now(), ctx.config.retentionMs);
   const report: RetentionReport = {
     expired: 0,
     purged: [],
+    evicted: [],
+    workersEvicted: [],
     open: found.open,
     skipped: null,
     snapshotSeq: null,
   };
   const todo: string[] = [];
+  const purgedBefore: string[] = [];
   for (const runId of found.expired) {
-    if (purgedRuns.has(runId)) continue;
-    if ((await ctx.store.lastSeqOf(ctx.names.subjects.run(runId))) === 0) purgedRuns.add(runId);
+    if ((await ctx.store.lastSeqOf(ctx.names.subjects.run(runId))) === 0) purgedBefore.push(runId);
     else todo.push(runId);
   }
   report.expired = todo.length;
+  for (const runId of purgedBefore) {
+    if (await expireRun(ctx, runId)) report.evicted.push(runId);
+  }
+  report.workersEvicted = await expireWorkers(ctx);
   if (todo.length === 0) return report;
   if (!snapshots) {
     report.skipped = 'no-snapshots';
@@ -103,10 +125,78 @@ export async function applyRetention(
   }
   for (const runId of todo) {
     await purgeRun(ctx, runId);
-    purgedRuns.add(runId);
     report.purged.push(runId);
+    if (await expireRun(ctx, runId)) report.evicted.push(runId);
   }
   return report;
+}
+
+/** The `RunExpired` data of a finished run: how it ended, its tasks by final state. */
+export function runExpiredData(p: Projection, runId: string): RunExpired['data'] {
+  const run = p.runs.get(runId)!.snapshot;
+  const c = run.context;
+  const tasks: Partial<Record<TaskState, number>> = {};
+  for (const stepId of c.stepIds) {
+    const counts = p.stepIndex.get(`${runId}.${stepId}`)?.counts;
+    if (!counts) continue;
+    for (const s of TASK_STATES) if (counts[s] > 0) tasks[s] = (tasks[s] ?? 0) + counts[s];
+  }
+  return {
+    runId,
+    state: run.value as RunExpired['data']['state'],
+    reason: c.reason,
+    submittedAt: c.submittedAt,
+    endedAt: c.endedAt!,
+    taskCount: c.taskCount,
+    tasks,
+  };
+}
+
+/**
+ * Appends `RunExpired` onto the run's purged (empty) subject; false when another sweep
+ * expired it first (its event is then applied, and this one refused).
+ */
+async function expireRun(ctx: BackendContext, runId: string): Promise<boolean> {
+  if (!ctx.loop.projection.runs.has(runId)) return false;
+  try {
+    await ctx.writer.write({
+      subject: ctx.names.subjects.run(runId),
+      type: 'RunExpired',
+      data: runExpiredData(ctx.loop.projection, runId),
+      id: `run-expired.${runId}`,
+    });
+    return true;
+  } catch (err: unknown) {
+    if (err instanceof IllegalTransitionError) return false;
+    throw err;
+  }
+}
+
+/** Appends `WorkerExpired` for each worker Left or Lost more than the retention ago. */
+async function expireWorkers(ctx: BackendContext): Promise<string[]> {
+  const now = ctx.now();
+  const old: string[] = [];
+  for (const [workerId, { snapshot }] of ctx.loop.projection.workers) {
+    const { endedAt } = snapshot.context;
+    if (snapshot.status !== 'done' || endedAt === null) continue;
+    if (now - Date.parse(endedAt) > ctx.config.retentionMs) old.push(workerId);
+  }
+  const evicted: string[] = [];
+  for (const workerId of old) {
+    try {
+      await ctx.writer.write({
+        subject: ctx.names.subjects.worker(workerId),
+        type: 'WorkerExpired',
+        data: {},
+        id: `worker-expired.${workerId}`,
+      });
+      evicted.push(workerId);
+    } catch (err: unknown) {
+      // Another sweep expired it first: its event is applied, and this one is refused.
+      if (!(err instanceof IllegalTransitionError)) throw err;
+    }
+  }
+  return evicted;
 }
 
 /** Purges one run's stored data, its run subject last (see applyRetention). */

@@ -69,6 +69,9 @@ export function statusText(v: StatusView, color: boolean): string {
   for (const runId of runIds) {
     const run = v.runs[runId]!;
     lines.push(`  ${runId}  ${stepState(run.state, false, color)}  ${counts(run.tasks, color)}`);
+    if (run.expired) {
+      lines.push(`    expired ${run.expired.at}: ended ${run.expired.endedAt}, summary only`);
+    }
     const width = Math.max(...Object.keys(run.steps).map((s) => s.length), 4);
     for (const [stepId, s] of Object.entries(run.steps)) {
       lines.push(
@@ -121,7 +124,11 @@ export function registerStatus(program: Command): void {
           jsm.streams.info(ctx.names.streams.finalize),
           jsm.streams.info(ctx.names.streams.events),
         ]);
-        if (flags.run !== undefined && !projection.runs.has(flags.run)) {
+        if (
+          flags.run !== undefined &&
+          !projection.runs.has(flags.run) &&
+          !projection.expiredRuns.has(flags.run)
+        ) {
           throw new SonarError(ErrorCode.NotFound, `no run ${flags.run}`, { runId: flags.run });
         }
         return statusView({

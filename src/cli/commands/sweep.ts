@@ -69,6 +69,7 @@ function reportText(r: SweepReport): string {
     `stuck jobs              ${s['jobsStuck']}: ${s['jobsPoisoned']} poisoned, ${s['jobsDropped']} dropped, ${s['jobsUnidentified']} unidentified`,
     `consumers deleted       ${r.orphanConsumers.deleted.join(', ') || '0'}`,
     `runs purged             ${s['runsPurged']} of ${s['runsExpired']} expired${r.retention.skipped ? ` (skipped: ${r.retention.skipped})` : ''}`,
+    `evicted                 ${s['runsEvicted']} runs, ${s['workersEvicted']} workers`,
     ...r.failed.map((f) => `FAILED ${f.repair}: ${f.error}`),
     `swept in ${r.ms} ms`,
   ];

@@ -40,7 +40,9 @@ export class DashboardData {
   ) {
     this.unsubscribe = ctx.loop.onApplied(({ ref, event }) => {
       if (ref.kind === 'step') this.stepEvents.delete(ref.key.slice(0, ref.key.indexOf('.')));
-      else if (event.type === 'RunSubmitted') this.stepEvents.delete(ref.key);
+      else if (event.type === 'RunSubmitted' || event.type === 'RunExpired') {
+        this.stepEvents.delete(ref.key);
+      }
     });
   }
 
@@ -76,6 +78,9 @@ export class DashboardData {
 
   async run(runId: string, taskLimit: number): Promise<RunDetail | null> {
     const { ctx } = this;
+    if (ctx.loop.projection.expiredRuns.has(runId)) {
+      return buildRunDetail(ctx.loop.projection, runId, [], taskLimit);
+    }
     if (!ctx.loop.projection.runs.has(runId)) return null;
     let stepEvents = this.stepEvents.get(runId);
     if (!stepEvents) {

@@ -71,6 +71,11 @@ export function runMain(run: RunDetail, nowIso: string): Html {
     <p class="muted">
       submitted ${time(run.submittedAt)}${run.endedAt ? html` · ended ${time(run.endedAt)}` : ''}
       ${run.reason ? html` · <span class="warn">${run.reason}</span>` : ''}
+      ${
+        run.expiredAt
+          ? html` · expired ${time(run.expiredAt)} (SONAR_RETENTION): only this summary is kept`
+          : ''
+      }
     </p>
     <div class="progress-cell big-progress">
       ${progressBar(run.progress)}

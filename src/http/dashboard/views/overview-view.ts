@@ -73,7 +73,8 @@ export function buildOverview(inp: OverviewInputs): OverviewView {
     if (w) inUse.set(w, (inUse.get(w) ?? 0) + 1);
   }
   const workers: WorkerRow[] = [];
-  for (const [id, { snapshot }] of p.workers) {
+  for (const id of p.workersInService) {
+    const { snapshot } = p.workers.get(id)!;
     const state = snapshot.value;
     if (state !== 'Active' && state !== 'Draining') continue;
     const c = snapshot.context;

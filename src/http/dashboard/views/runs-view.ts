@@ -1,4 +1,9 @@
-import type { EventRecord, Projection, RunSnapshot } from '../../../../actors/projection.js';
+import type {
+  EventRecord,
+  ExpiredRun,
+  Projection,
+  RunSnapshot,
+} from '../../../../actors/projection.js';
 import type { TaskState } from '../../../../actors/task/task.machine.js';
 
 export const TASK_STATES: readonly TaskState[] = [
@@ -25,6 +30,8 @@ export interface RunSummary {
   counts: StateCounts;
   /** Succeeded tasks over the run's tasks, 0 to 1. */
   progress: number;
+  /** When retention evicted the run (`RunExpired`): only this summary is left. Else null. */
+  expiredAt: string | null;
 }
 
 export interface StepView {
@@ -75,14 +82,33 @@ function summaryOf(p: Projection, run: RunSnapshot): RunSummary {
     taskCount: c.taskCount,
     counts,
     progress: c.taskCount === 0 ? 1 : counts.Succeeded / c.taskCount,
+    expiredAt: null,
   };
 }
 
-/** Runs, newest first (by `RunSubmitted` time), at most `limit`. */
+function expiredSummaryOf(run: ExpiredRun): RunSummary {
+  const counts = { ...zeroCounts(), ...run.tasks };
+  return {
+    runId: run.runId,
+    state: run.state,
+    submittedAt: run.submittedAt,
+    endedAt: run.endedAt,
+    reason: run.reason,
+    taskCount: run.taskCount,
+    counts,
+    progress: run.taskCount === 0 ? 1 : counts.Succeeded / run.taskCount,
+    expiredAt: run.expiredAt,
+  };
+}
+
+/** Runs, expired ones included, newest first (by `RunSubmitted` time), at most `limit`. */
 export function buildRunList(p: Projection, limit: number): RunSummary[] {
-  const runs = [...p.runs.values()].map((r) => r.snapshot);
-  runs.sort((a, b) => (a.context.submittedAt < b.context.submittedAt ? 1 : -1));
-  return runs.slice(0, limit).map((r) => summaryOf(p, r));
+  const runs = [
+    ...[...p.runs.values()].map((r) => summaryOf(p, r.snapshot)),
+    ...[...p.expiredRuns.values()].map(expiredSummaryOf),
+  ];
+  runs.sort((a, b) => (a.submittedAt < b.submittedAt ? 1 : -1));
+  return runs.slice(0, limit);
 }
 
 /**
@@ -96,6 +122,8 @@ export function buildRunDetail(
   stepEvents: readonly EventRecord[],
   taskLimit: number,
 ): RunDetail | null {
+  const expired = p.expiredRuns.get(runId);
+  if (expired) return { ...expiredSummaryOf(expired), steps: [] };
   const run = p.runs.get(runId)?.snapshot;
   if (!run) return null;
   const timelines = new Map<string, { type: string; time: string }[]>();
