@@ -75,9 +75,11 @@ describe('syncRecent', () => {
   it('calls that arrive together share one read; a call after it started gets its own', async () => {
     tb = await startTestBackend(server.url, nc);
     const { ctx } = tb;
-    const info = ctx.jsm.streams.info.bind(ctx.jsm.streams);
+    // The stream's end is read through the event store's own manager (EventStore.endSeq).
+    const jsm = await ctx.store.jsm();
+    const info = jsm.streams.info.bind(jsm.streams);
     let reads = 0;
-    ctx.jsm.streams.info = (...args: Parameters<typeof info>) => {
+    jsm.streams.info = (...args: Parameters<typeof info>) => {
       reads++;
       return info(...args);
     };
@@ -89,7 +91,7 @@ describe('syncRecent', () => {
       await Promise.all([first, syncRecent(ctx)]);
       expect(reads).toBe(3);
     } finally {
-      ctx.jsm.streams.info = info;
+      jsm.streams.info = info;
     }
   });
 });
