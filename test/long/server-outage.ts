@@ -42,7 +42,11 @@ export async function serverOutage(s: OutageScenario): Promise<void> {
   const [httpPort] = await freePorts(1);
   const w = await ChaosWorld.start({
     urls: [s.server.url],
-    env: process.env['DBG'] ? { SONAR_LOG_LEVEL: 'debug' } : {},
+    // On this shared machine a stall of a few seconds (the load, or the client library's
+    // backoff after the server's restart) outlasts the chaos tier's 5 s publish timeout, and
+    // tasks requeued for that would hide any requeued because of the outage itself: a
+    // minute is longer than any stall, and shorter than the 120 s outage.
+    env: { SONAR_PUBLISH_TIMEOUT: '60s' },
   });
   s.onWorld(w);
   const backend = await w.startBackend({ SONAR_HTTP_PORT: String(httpPort) });
