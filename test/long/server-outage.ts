@@ -42,11 +42,16 @@ export async function serverOutage(s: OutageScenario): Promise<void> {
   const [httpPort] = await freePorts(1);
   const w = await ChaosWorld.start({
     urls: [s.server.url],
-    // On this shared machine a stall of a few seconds (the load, or the client library's
-    // backoff after the server's restart) outlasts the chaos tier's 5 s publish timeout, and
-    // tasks requeued for that would hide any requeued because of the outage itself: a
-    // minute is longer than any stall, and shorter than the 120 s outage.
-    env: { SONAR_PUBLISH_TIMEOUT: '60s' },
+    env: {
+      // On this shared machine a stall of a few seconds (the load, or the client library's
+      // backoff after the server's restart) outlasts the chaos tier's 5 s publish timeout,
+      // and tasks requeued for that would hide any requeued because of the outage itself: a
+      // minute is longer than any stall, and shorter than the 120 s outage.
+      SONAR_PUBLISH_TIMEOUT: '60s',
+      // Twice the slots in flight: the outage catches tasks Published, waiting for a slot,
+      // and they must wait it out without being requeued.
+      SONAR_CAPACITY_MULTIPLIER: '2',
+    },
   });
   s.onWorld(w);
   const backend = await w.startBackend({ SONAR_HTTP_PORT: String(httpPort) });
@@ -62,8 +67,13 @@ export async function serverOutage(s: OutageScenario): Promise<void> {
   await waitStarted(w, runId, longIds(LONG));
   await w.waitFinalized(SHORT * 0.2);
   expect(await httpStatus(httpPort!, '/readyz')).toBe(200);
+  const published = (await w.status(runId)).tasks['Published'] ?? 0;
+  expect(published, 'tasks Published, waiting for a slot').toBeGreaterThan(0);
 
-  const fault: Fault = { what: `SIGKILL nats-server, down ${s.downMs / 1_000} s`, at: Date.now() };
+  const fault: Fault = {
+    what: `SIGKILL nats-server (~${published} tasks Published), down ${s.downMs / 1_000} s`,
+    at: Date.now(),
+  };
   await s.server.kill('SIGKILL');
   // Out of contact: not ready (send it nothing), but live (restarting it would not help).
   await eventually(async () => (await httpStatus(httpPort!, '/readyz')) === 503, {
