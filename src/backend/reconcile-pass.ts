@@ -20,11 +20,7 @@ import { reenqueueLostFinalizations } from './lost-finalizations.js';
 export type Dispatch = (ctx: BackendContext, taskKey: string, tag: string) => Promise<unknown>;
 
 /** The backend's settings as the pure planner reads them. */
-export function planConfigOf(
-  config: SonarConfig,
-  ageFloorPassed: boolean,
-  steadyContactMs?: number,
-): PlanConfig {
+export function planConfigOf(config: SonarConfig, ageFloorPassed: boolean): PlanConfig {
   return {
     publishTimeoutMs: config.publishTimeoutMs,
     orphanAgeMs: config.orphanAgeMs,
@@ -34,7 +30,6 @@ export function planConfigOf(
     batch: config.dispatchBatch,
     pulseTtlMs: config.pulseTtlMs,
     ageFloorPassed,
-    ...(steadyContactMs !== undefined && { steadyContactMs }),
   };
 }
 
@@ -44,8 +39,6 @@ export interface PassInput {
   /** A full tick (also loses vanished workers and re-enqueues lost finalizations). */
   full: boolean;
   ageFloorPassed: boolean;
-  /** How long this backend has been in steady contact with the server (publish timeouts). */
-  steadyContactMs?: number;
 }
 
 /** What one pass did, for logs and tests. */
@@ -113,7 +106,7 @@ export class ReconcilePass {
       decisions: null,
     };
     for (const e of input.entries) this.lastPulse.set(e.workerId, e.pulseAt);
-    const config = planConfigOf(this.ctx.config, input.ageFloorPassed, input.steadyContactMs);
+    const config = planConfigOf(this.ctx.config, input.ageFloorPassed);
     await this.recoverAndPlace(input, config, summary);
     if (input.full) {
       await this.loseVanishedWorkers(input, config, summary);
