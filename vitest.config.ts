@@ -30,6 +30,17 @@ export default defineConfig({
           testTimeout: 300_000,
         },
       },
+      // Outages of minutes (npm run test:long, not part of npm test): one file at a time.
+      {
+        test: {
+          name: 'long',
+          include: ['test/long/**/*.test.ts'],
+          pool: 'forks',
+          fileParallelism: false,
+          hookTimeout: 120_000,
+          testTimeout: 600_000,
+        },
+      },
     ],
   },
 });

@@ -48,6 +48,14 @@ export interface PlanConfig {
    * @defaultValue true
    */
   ageFloorPassed: boolean;
+  /**
+   * How long the deciding backend has been in steady contact with the server (connected,
+   * JetStream answering). A Published task's wait counts from then at the earliest: while the
+   * server was away no worker could start it, so an outage longer than the publish timeout
+   * does not requeue every task it caught Published. Absent: contact taken as always held
+   * (`sonar plan`, the sweep).
+   */
+  steadyContactMs?: number;
 }
 
 export const DEFAULT_PLAN_CONFIG: Readonly<PlanConfig> = {

@@ -86,8 +86,9 @@ export function judgeRecoveries(
   const out: Recovery[] = [];
   for (const key of p.tasksByState.Published) {
     const task = p.tasks.get(key)!.snapshot;
+    const waited = Math.min(ageOf(task.context.since, now), config.steadyContactMs ?? Infinity);
     // Not counted: the task may just have waited behind long tasks.
-    if (ageOf(task.context.since, now) > config.publishTimeoutMs) {
+    if (waited > config.publishTimeoutMs) {
       out.push({ task: key, dead: false, reason: 'publish-timeout' });
     }
   }

@@ -19,7 +19,11 @@ import { reenqueueLostFinalizations } from './lost-finalizations.js';
 export type Dispatch = (ctx: BackendContext, taskKey: string, tag: string) => Promise<unknown>;
 
 /** The backend's settings as the pure planner reads them. */
-export function planConfigOf(config: SonarConfig, ageFloorPassed: boolean): PlanConfig {
+export function planConfigOf(
+  config: SonarConfig,
+  ageFloorPassed: boolean,
+  steadyContactMs?: number,
+): PlanConfig {
   return {
     publishTimeoutMs: config.publishTimeoutMs,
     orphanAgeMs: config.orphanAgeMs,
@@ -29,6 +33,7 @@ export function planConfigOf(config: SonarConfig, ageFloorPassed: boolean): Plan
     batch: config.dispatchBatch,
     pulseTtlMs: config.pulseTtlMs,
     ageFloorPassed,
+    ...(steadyContactMs !== undefined && { steadyContactMs }),
   };
 }
 
@@ -38,6 +43,8 @@ export interface PassInput {
   /** A full tick (also loses vanished workers and re-enqueues lost finalizations). */
   full: boolean;
   ageFloorPassed: boolean;
+  /** How long this backend has been in steady contact with the server (publish timeouts). */
+  steadyContactMs?: number;
 }
 
 /** What one pass did, for logs and tests. */
@@ -103,7 +110,7 @@ export class ReconcilePass {
       decisions: null,
     };
     for (const e of input.entries) this.lastPulse.set(e.workerId, e.pulseAt);
-    const config = planConfigOf(this.ctx.config, input.ageFloorPassed);
+    const config = planConfigOf(this.ctx.config, input.ageFloorPassed, input.steadyContactMs);
     await this.recoverAndPlace(input, config, summary);
     if (input.full) {
       await this.loseVanishedWorkers(input, config, summary);

@@ -275,6 +275,7 @@ export class ReconcilerLoop implements Component {
       entries,
       full,
       ageFloorPassed: this.ageFloorPassed(),
+      steadyContactMs: this.ctx.contact.steadyForMs(),
     });
     signalMetric({
       kind: 'reconcile-pass',

@@ -20,7 +20,7 @@ import { ApiClient } from '../../src/worker/api-client.js';
 import { eventually } from '../helpers/eventually.js';
 import { freshPrefix } from '../helpers/topology.js';
 import { NO_IMDS } from '../helpers/worker-fixtures.js';
-import { spawnSonar } from '../helpers/sonar-process.js';
+import { spawnNode, spawnSonar } from '../helpers/sonar-process.js';
 import type { Exit, SonarProcess } from '../helpers/sonar-process.js';
 
 /**
@@ -76,6 +76,13 @@ export interface WorldOptions {
   env?: Record<string, string>;
 }
 
+export interface WorkerOptions {
+  slots?: number;
+  supervise?: boolean;
+  /** The task command (default {@link ECHO_COMMAND}). */
+  command?: string[];
+}
+
 export interface Backend {
   proc: SonarProcess;
   nodeId: string;
@@ -125,10 +132,19 @@ export class ChaosWorld {
     return new ChaosWorld(env, names(prefix), nc, client);
   }
 
-  /** Starts `sonar backend` and waits for its `backend started` line (topology provisioned). */
-  async startBackend(extraEnv: Record<string, string> = {}): Promise<Backend> {
+  /**
+   * Starts `sonar backend` and waits for its `backend started` line (topology provisioned).
+   * With `main`, a test-only backend entry point (a TypeScript file run through tsx) instead.
+   */
+  async startBackend(
+    extraEnv: Record<string, string> = {},
+    opts: { main?: string } = {},
+  ): Promise<Backend> {
     const name = `backend-${++this.backendSeq}`;
-    const proc = spawnSonar(name, ['backend'], { ...this.env, ...extraEnv });
+    const env = { ...this.env, ...extraEnv };
+    const proc = opts.main
+      ? spawnNode(name, ['--import', 'tsx', opts.main], env)
+      : spawnSonar(name, ['backend'], env);
     const nodeId = await eventually(
       () => {
         if (!proc.running) throw new Error(`${name} exited:\n${proc.stderr().slice(-2_000)}`);
@@ -150,12 +166,13 @@ export class ChaosWorld {
    * the process dies on its own, it reports `sonar.api.exited` and starts a replacement.
    * A process the test kills on purpose is not reported (its key must expire instead).
    */
-  startWorker(opts: { slots?: number; supervise?: boolean } = {}): SonarProcess {
+  startWorker(opts: WorkerOptions = {}): SonarProcess {
     const id = `w${++this.workerSeq}`;
     const slots = String(opts.slots ?? 2);
+    const command = opts.command ?? ECHO_COMMAND;
     const proc = spawnSonar(
       id,
-      ['worker', '--worker-id', id, '--tags', TAG, '--slots', slots, '--', ...ECHO_COMMAND],
+      ['worker', '--worker-id', id, '--tags', TAG, '--slots', slots, '--', ...command],
       this.env,
     );
     this.workers.push(proc);
@@ -182,11 +199,7 @@ export class ChaosWorld {
     return states;
   }
 
-  private async onWorkerExit(
-    proc: SonarProcess,
-    exit: Exit,
-    opts: { slots?: number; supervise?: boolean },
-  ): Promise<void> {
+  private async onWorkerExit(proc: SonarProcess, exit: Exit, opts: WorkerOptions): Promise<void> {
     if (this.stopping || proc.killedOnPurpose) return;
     const report = { workerId: proc.name, code: exit.code, signal: exit.signal };
     this.exits.push(report);

@@ -42,7 +42,19 @@ export function spawnSonar(
   args: string[],
   env: Record<string, string>,
 ): SonarProcess {
-  const child = spawn(process.execPath, ['--max-semi-space-size=32', SONAR_BIN, ...args], {
+  return spawnNode(name, [SONAR_BIN, ...args], env);
+}
+
+/**
+ * Spawns `node ...nodeArgs` the way {@link spawnSonar} does: a test-only entry point such as
+ * `['--import', 'tsx', 'test/helpers/faulty-backend-main.ts']`.
+ */
+export function spawnNode(
+  name: string,
+  nodeArgs: string[],
+  env: Record<string, string>,
+): SonarProcess {
+  const child = spawn(process.execPath, ['--max-semi-space-size=32', ...nodeArgs], {
     cwd: ROOT,
     env: { ...process.env, SONAR_LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

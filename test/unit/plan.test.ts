@@ -158,6 +158,20 @@ describe('plan', () => {
       const d = plan(w.p, [], ms(HOUR), config({ ageFloorPassed: false }));
       expect(d.requeue).toEqual([{ task: 'r1.s1-0', reason: 'publish-timeout' }]);
     });
+
+    it("counts a Published task's wait from the return of steady contact at the earliest", () => {
+      const w = oneStep();
+      w.publish('r1.s1-0');
+      const timeout = config().publishTimeoutMs;
+      // Published an hour ago, but the server came back only a moment ago: no worker could
+      // start it meanwhile.
+      const back = config({ steadyContactMs: timeout - 1 });
+      expect(plan(w.p, [], ms(HOUR), back).requeue).toEqual([]);
+      const waitedSince = config({ steadyContactMs: timeout + 1 });
+      expect(plan(w.p, [], ms(HOUR), waitedSince).requeue).toEqual([
+        { task: 'r1.s1-0', reason: 'publish-timeout' },
+      ]);
+    });
   });
 
   describe('recovery limit (rule 3)', () => {

@@ -1,0 +1,88 @@
+import { jetstreamManager } from '@nats-io/jetstream';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eventually } from '../helpers/eventually.js';
+import { startNatsCluster } from '../helpers/nats-cluster.js';
+import type { NatsCluster } from '../helpers/nats-cluster.js';
+import { killAll } from '../helpers/sonar-process.js';
+import { finalizingAgain, finishScenario } from '../chaos/scenario.js';
+import type { Fault } from '../chaos/scenario.js';
+import { ChaosWorld } from '../chaos/world.js';
+import { SLEEP_COMMAND, longIds, saveProcessLogs, sleepyRun, waitStarted } from './long-run.js';
+
+const LONG = 12;
+const SHORT = 300;
+const DOWN_MS = 60_000;
+const RUN = 'cluster-two-down';
+
+let cluster: NatsCluster;
+let world: ChaosWorld | undefined;
+
+beforeAll(async () => {
+  cluster = await startNatsCluster({ size: 3 });
+});
+afterAll(async () => {
+  await world?.stop();
+  await killAll();
+  await cluster?.stop();
+});
+
+describe('long chaos: a 3-node cluster, SONAR_REPLICAS=3, 2 nodes SIGKILLed and down 60 s', () => {
+  it('JetStream waits for its quorum, then the run completes with nothing lost', async () => {
+    const startedAt = Date.now();
+    const w = (world = await ChaosWorld.start({
+      urls: cluster.urls,
+      // As in cluster-leader.test.ts: elections take seconds, a 3 s pulse TTL is too short.
+      env: { SONAR_REPLICAS: '3', SONAR_PULSE_TTL: '5s', SONAR_ORPHAN_AGE: '5s' },
+    }));
+    await w.startBackend();
+    await w.startBackend();
+    await w.waitWorkersLive(
+      Array.from({ length: 6 }, () =>
+        w.startWorker({ supervise: true, slots: 4, command: SLEEP_COMMAND }),
+      ),
+    );
+    // The long tasks outlast the outage.
+    await w.submit(
+      sleepyRun(RUN, { long: LONG, longS: DOWN_MS / 1_000 + 10, short: SHORT, shortS: 0.5 }),
+    );
+    await waitStarted(w, RUN, longIds(LONG));
+    await w.waitFinalized(SHORT * 0.2);
+
+    // The node leading the events stream and one other: no quorum is left.
+    const jsm = await jetstreamManager(w.nc);
+    const info = await jsm.streams.info(w.n.streams.events);
+    expect(info.config.num_replicas).toBe(3);
+    const leader = cluster.servers.findIndex((s) => s.name === info.cluster?.leader);
+    expect(leader, `leader ${info.cluster?.leader}`).toBeGreaterThanOrEqual(0);
+    const victims = [leader, (leader + 1) % 3];
+    const names = victims.map((i) => cluster.servers[i]!.name);
+    const fault: Fault = {
+      what: `SIGKILL ${names.join(' and ')} of 3 nodes, down ${DOWN_MS / 1_000} s`,
+      at: Date.now(),
+    };
+    await Promise.all(victims.map((i) => cluster.killNode(i)));
+    await new Promise((resolve) => setTimeout(resolve, fault.at + DOWN_MS - Date.now()));
+    await Promise.all(victims.map((i) => cluster.restartNode(i)));
+
+    const status = await w.waitRunEnded(RUN, 300_000);
+    expect(status.state).toBe('Succeeded');
+    await saveProcessLogs(w);
+    const report = await finishScenario(w, RUN, {
+      faults: [fault],
+      recovered: finalizingAgain(),
+      startedAt,
+    });
+    expect(report.violations).toEqual([]);
+    expect(report.stats.states).toEqual({ Succeeded: LONG + SHORT });
+    expect(report.stats.workersLost).toBe(0);
+    expect(report.recoveredMs.every((ms) => ms >= 0)).toBe(true);
+    await eventually(
+      async () => {
+        const i = await jsm.streams.info(w.n.streams.events);
+        const replicas = i.cluster?.replicas ?? [];
+        return replicas.length === 2 && replicas.every((r) => r.current);
+      },
+      { timeoutMs: 30_000, intervalMs: 200, message: 'replicas current' },
+    );
+  });
+});

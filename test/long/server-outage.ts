@@ -1,0 +1,119 @@
+/**
+ * The single nats-server SIGKILLed mid-run and left down for longer than the pulse TTL (many
+ * times over), then restarted on its port and store, while some tasks run through the whole
+ * outage. An outage is not a death: the run completes with nothing lost, and no worker is
+ * declared lost, no task requeued, no process replaced.
+ */
+import { expect } from 'vitest';
+import { freePorts } from '../helpers/nats-cluster.js';
+import type { NatsServer } from '../helpers/nats-server.js';
+import { eventually } from '../helpers/eventually.js';
+import { finishScenario, finalizingAgain } from '../chaos/scenario.js';
+import type { Fault } from '../chaos/scenario.js';
+import { ChaosWorld } from '../chaos/world.js';
+import {
+  SLEEP_COMMAND,
+  httpStatus,
+  longIds,
+  saveProcessLogs,
+  sleepyRun,
+  waitStarted,
+} from './long-run.js';
+
+const WORKERS = 6;
+const SLOTS = 4;
+const LONG = 12;
+const SHORT = 300;
+/** Short tasks sleep this long: the run is still busy when the server goes down. */
+const SHORT_S = 0.5;
+/** Once the server answers again, the backend is ready within this. */
+const READY_AGAIN_MS = 10_000;
+
+export interface OutageScenario {
+  name: string;
+  server: NatsServer;
+  downMs: number;
+  /** ChaosWorld receives it so afterAll can stop it. */
+  onWorld: (w: ChaosWorld) => void;
+}
+
+export async function serverOutage(s: OutageScenario): Promise<void> {
+  const startedAt = Date.now();
+  const [httpPort] = await freePorts(1);
+  const w = await ChaosWorld.start({
+    urls: [s.server.url],
+    env: {
+      // On this shared machine a stall of a few seconds (the load, or the client library's
+      // backoff after the server's restart) outlasts the chaos tier's 5 s publish timeout,
+      // and tasks requeued for that would hide any requeued because of the outage itself: a
+      // minute is longer than any stall, and shorter than the 120 s outage.
+      SONAR_PUBLISH_TIMEOUT: '60s',
+      // Twice the slots in flight: the outage catches tasks Published, waiting for a slot,
+      // and they must wait it out without being requeued.
+      SONAR_CAPACITY_MULTIPLIER: '2',
+    },
+  });
+  s.onWorld(w);
+  const backend = await w.startBackend({ SONAR_HTTP_PORT: String(httpPort) });
+  const originals = Array.from({ length: WORKERS }, () =>
+    // Supervised: a worker that exited on its own would be reported and replaced, and show.
+    w.startWorker({ supervise: true, slots: SLOTS, command: SLEEP_COMMAND }),
+  );
+  await w.waitWorkersLive(originals);
+  // The long tasks outlast the outage by 10 s.
+  const longS = s.downMs / 1_000 + 10;
+  const runId = s.name;
+  await w.submit(sleepyRun(runId, { long: LONG, longS, short: SHORT, shortS: SHORT_S }));
+  await waitStarted(w, runId, longIds(LONG));
+  await w.waitFinalized(SHORT * 0.2);
+  expect(await httpStatus(httpPort!, '/readyz')).toBe(200);
+  const published = (await w.status(runId)).tasks['Published'] ?? 0;
+  expect(published, 'tasks Published, waiting for a slot').toBeGreaterThan(0);
+
+  const fault: Fault = {
+    what: `SIGKILL nats-server (~${published} tasks Published), down ${s.downMs / 1_000} s`,
+    at: Date.now(),
+  };
+  await s.server.kill('SIGKILL');
+  // Out of contact: not ready (send it nothing), but live (restarting it would not help).
+  await eventually(async () => (await httpStatus(httpPort!, '/readyz')) === 503, {
+    timeoutMs: 10_000,
+    intervalMs: 250,
+    message: '/readyz 503 while the server is down',
+  });
+  expect(await httpStatus(httpPort!, '/healthz')).toBe(200);
+  await new Promise((resolve) => setTimeout(resolve, fault.at + s.downMs - Date.now()));
+  // Still so at the end of the outage, long past the pulse TTL.
+  expect(await httpStatus(httpPort!, '/readyz')).toBe(503);
+  expect(await httpStatus(httpPort!, '/healthz')).toBe(200);
+
+  await s.server.restart();
+  const back = Date.now();
+  await eventually(async () => (await httpStatus(httpPort!, '/readyz')) === 200, {
+    timeoutMs: READY_AGAIN_MS,
+    intervalMs: 100,
+    message: `/readyz 200 within ${READY_AGAIN_MS} ms of the server's return`,
+  });
+  const readyAgainMs = Date.now() - back;
+
+  const status = await w.waitRunEnded(runId, 300_000);
+  expect(status.state).toBe('Succeeded');
+  await saveProcessLogs(w);
+  const report = await finishScenario(w, s.name, {
+    faults: [fault],
+    recovered: finalizingAgain(),
+    startedAt,
+  });
+  console.log(`chaos ${s.name}: /readyz 200 again ${readyAgainMs} ms after the restart`);
+  expect(report.violations).toEqual([]);
+  expect(report.stats.states).toEqual({ Succeeded: LONG + SHORT });
+  // Nothing was judged: no task requeued for any reason, no worker lost.
+  expect(report.stats.recoveries).toEqual({});
+  expect(report.stats.workersLost).toBe(0);
+  // Every process is the original one: no worker exited (none was replaced), the backend runs.
+  expect(w.exits).toEqual([]);
+  expect(w.workers).toEqual(originals);
+  for (const p of originals) expect(p.running, `${p.name}: ${p.stderr().slice(-2_000)}`).toBe(true);
+  expect(backend.proc.running, backend.proc.stderr().slice(-2_000)).toBe(true);
+  expect(w.backends).toEqual([backend]);
+}
