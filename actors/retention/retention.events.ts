@@ -1,20 +1,11 @@
 import { z } from 'zod';
 import type { Stored } from '../task/task.events.js';
+import { TASK_STATES } from '../task/task.machine.js';
 
 const id = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/);
 const iso = z.string().min(1);
 const count = z.number().int().min(0);
-const taskState = z.enum([
-  'Pending',
-  'Published',
-  'Running',
-  'Finalizing',
-  'Succeeded',
-  'Failed',
-  'Dead',
-  'Cancelled',
-  'Poisoned',
-]);
+const taskState = z.enum(TASK_STATES);
 
 /**
  * Data schemas of the retention events: the full sweep appends them once a run or a worker

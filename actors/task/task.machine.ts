@@ -61,16 +61,20 @@ export interface TaskContext {
   finalizeRound: number;
 }
 
-export type TaskState =
-  | 'Pending'
-  | 'Published'
-  | 'Running'
-  | 'Finalizing'
-  | 'Succeeded'
-  | 'Failed'
-  | 'Dead'
-  | 'Cancelled'
-  | 'Poisoned';
+/** Every task state, in lifecycle order (DESIGN.md section 3): the one list of them. */
+export const TASK_STATES = [
+  'Pending',
+  'Published',
+  'Running',
+  'Finalizing',
+  'Succeeded',
+  'Failed',
+  'Dead',
+  'Cancelled',
+  'Poisoned',
+] as const;
+
+export type TaskState = (typeof TASK_STATES)[number];
 
 /** States from which a task never moves again. Poisoned is held, not terminal. */
 export const TERMINAL_TASK_STATES: ReadonlySet<string> = new Set([

@@ -1,18 +1,8 @@
 import type { Projection } from '../../actors/projection.js';
+import { TASK_STATES } from '../../actors/task/task.machine.js';
 import type { TaskState } from '../../actors/task/task.machine.js';
 
-/** Every task state, in lifecycle order (DESIGN.md section 3). */
-export const TASK_STATES: readonly TaskState[] = [
-  'Pending',
-  'Published',
-  'Running',
-  'Finalizing',
-  'Succeeded',
-  'Failed',
-  'Dead',
-  'Cancelled',
-  'Poisoned',
-];
+export { TASK_STATES };
 
 /** Tasks per state, from the per-step counts: a walk of the steps, never of the tasks. */
 export function tasksByState(p: Projection, runId?: string): Record<TaskState, number> {

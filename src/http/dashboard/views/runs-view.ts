@@ -4,19 +4,10 @@ import type {
   Projection,
   RunSnapshot,
 } from '../../../../actors/projection.js';
+import { TASK_STATES } from '../../../../actors/task/task.machine.js';
 import type { TaskState } from '../../../../actors/task/task.machine.js';
 
-export const TASK_STATES: readonly TaskState[] = [
-  'Pending',
-  'Published',
-  'Running',
-  'Finalizing',
-  'Succeeded',
-  'Failed',
-  'Dead',
-  'Cancelled',
-  'Poisoned',
-];
+export { TASK_STATES };
 
 export type StateCounts = Record<TaskState, number>;
 
