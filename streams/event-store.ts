@@ -5,7 +5,13 @@ import {
   jetstream,
   jetstreamManager,
 } from '@nats-io/jetstream';
-import type { JetStreamClient, JetStreamManager, JsMsg, PubAck } from '@nats-io/jetstream';
+import type {
+  JetStreamClient,
+  JetStreamManager,
+  JsMsg,
+  MsgRequest,
+  PubAck,
+} from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { EVENT_VERSION } from '../actors/events.js';
 import type { EventRecord } from '../actors/projection.js';
@@ -186,6 +192,21 @@ export class EventStore {
         reason: concurrencyErrorOf(r.reason, it.subject, it.expectedSeq),
       };
     });
+  }
+
+  /** The sequence of the first event stored at or after `seq`, null when there is none. */
+  async firstStoredFrom(seq: number): Promise<number | null> {
+    const jsm = await this.jsm();
+    // `next_by_subj` is missing from the client's MsgRequest type, not from the server.
+    const query = { seq, next_by_subj: this.names.subjects.eventsAll } as unknown as MsgRequest;
+    try {
+      const m = await jsm.streams.getMessage(this.names.streams.events, query);
+      return m?.seq ?? null;
+    } catch (err: unknown) {
+      if (err instanceof JetStreamApiError && err.code === JetStreamApiCodes.NoMessageFound)
+        return null;
+      throw err;
+    }
   }
 
   /** The stream sequence of the subject's last event, 0 when it has none. */

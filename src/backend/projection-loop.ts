@@ -156,6 +156,7 @@ export class ProjectionLoop {
   }
 
   private fail(cause: unknown): void {
+    if (this.failure) return;
     this.failure = new ProjectionStoppedError(cause);
     this.log.error('projection loop stopped', { err: cause });
     // Nothing more will be applied: a writer must not take a frozen projection for current.
@@ -169,6 +170,7 @@ export class ProjectionLoop {
 
   private apply(r: EventRecord, live: boolean): void {
     if (r.seq <= this.position) return; // a redelivery after an ordered consumer reset
+    if (live && r.seq > this.position + 1) void this.checkGap(this.position + 1, r.seq - 1);
     const outcome = applyEvent(this.projection, r);
     this.position = r.seq;
     if (outcome.ok) {
@@ -184,6 +186,34 @@ export class ProjectionLoop {
       });
     }
     if (this.waiters.length > 0) this.release();
+  }
+
+  /**
+   * The followed consumer jumped over sequences `from`..`to`. Normally they were removed (a
+   * retention purge), but on nats-server 2.9 a purge filtered by subject also moves every
+   * consumer of the stream past the stream's end, skipping the events appended meanwhile.
+   * Such a loop holds a projection without them, and later events were applied on top: it
+   * cannot be mended in place, so the loop fails and the process starts afresh from the
+   * snapshot, which replays them in order.
+   */
+  private async checkGap(from: number, to: number): Promise<void> {
+    for (let attempt = 1; attempt <= 5 && !this.stopped && !this.failure; attempt++) {
+      try {
+        const first = await this.store.firstStoredFrom(from);
+        if (first !== null && first <= to) {
+          this.fail(
+            new Error(
+              `the stream delivered past stored events from ${first} (up to ${to}): a purge ` +
+                `filtered by subject moves every consumer past them on nats-server 2.9`,
+            ),
+          );
+        }
+        return;
+      } catch (err: unknown) {
+        this.log.warn('gap in the followed stream not checked yet', { from, to, err });
+        await new Promise((resolve) => setTimeout(resolve, 1_000 * attempt));
+      }
+    }
   }
 
   private release(): void {
