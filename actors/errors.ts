@@ -10,6 +10,11 @@ export const ErrorCode = {
   InvalidToken: 'invalid_token',
   IllegalTransition: 'illegal_transition',
   Conflict: 'conflict',
+  /**
+   * The caller may not do this: a worker acting under another worker's id, or a worker verb
+   * on the shared subject where the backend requires each worker's own.
+   */
+  Forbidden: 'forbidden',
   Unavailable: 'unavailable',
   /**
    * The backends hold as much open work as they may (`SONAR_MAX_OPEN_TASKS`): not retried at

@@ -50,6 +50,38 @@ export interface SonarConfig {
    */
   natsTlsCa?: string;
   /**
+   * `SONAR_NATS_INBOX_PREFIX`: where this process's NATS replies arrive. A credential made
+   * by `sonar creds init` may subscribe only under its role's prefix (`_INBOX_R.<role>`), so
+   * another holder of a shared credential of another role cannot read its replies.
+   * @defaultValue `_INBOX` (nats.js's own)
+   */
+  natsInboxPrefix?: string;
+  /**
+   * `SONAR_WORKER_SIGNING_KEY` (backend): path of the seed of the account's scoped signing
+   * key for workers. Set, the backend runs in secure mode: `enroll` mints each worker a
+   * credential of its own, and worker verbs are served on each worker's own subject only.
+   * @defaultValue unset (open mode)
+   */
+  workerSigningKey?: string;
+  /**
+   * `SONAR_WORKER_CREDENTIAL_TTL` (backend): how long a worker's credential lives; workers
+   * renew it at half its life.
+   * @defaultValue 1h
+   */
+  workerCredentialTtlMs: number;
+  /**
+   * `SONAR_NATS_OPERATOR_SIGNING_KEY` (backend): path of an operator signing key's seed.
+   * With {@link SonarConfig.natsSysCreds}, `revoke` disconnects the worker at once by
+   * pushing the account with the revocation; without, its credential lapses at expiry.
+   * @defaultValue unset
+   */
+  natsOperatorSigningKey?: string;
+  /**
+   * `SONAR_NATS_SYS_CREDS` (backend): creds of a system account user, to push revocations.
+   * @defaultValue unset
+   */
+  natsSysCreds?: string;
+  /**
    * `SONAR_PREFIX`: renames every subject, stream and bucket (DESIGN.md §2). Lowercase
    * letters, digits, `_` and `-`, starting with a letter, at most 31 characters.
    * @defaultValue `sonar`
@@ -248,6 +280,7 @@ export const isConfigError = (err: unknown): err is ConfigError => err instanceo
 /** Defaults as an operator would write them. */
 export const configDefaults = {
   SONAR_NATS_URL: 'nats://127.0.0.1:4222',
+  SONAR_WORKER_CREDENTIAL_TTL: '1h',
   SONAR_PREFIX: 'sonar',
   SONAR_TICK: '2s',
   SONAR_PUBLISH_TIMEOUT: '10m',
@@ -432,6 +465,11 @@ export const sonarEnvSchema = z
     SONAR_NATS_USER: optionalSetting(text),
     SONAR_NATS_PASSWORD: optionalSetting(text),
     SONAR_NATS_TLS_CA: optionalSetting(text),
+    SONAR_NATS_INBOX_PREFIX: optionalSetting(text),
+    SONAR_WORKER_SIGNING_KEY: optionalSetting(text),
+    SONAR_WORKER_CREDENTIAL_TTL: setting(d.SONAR_WORKER_CREDENTIAL_TTL, duration(1)),
+    SONAR_NATS_OPERATOR_SIGNING_KEY: optionalSetting(text),
+    SONAR_NATS_SYS_CREDS: optionalSetting(text),
     SONAR_PREFIX: setting(d.SONAR_PREFIX, prefix),
     SONAR_TICK: setting(d.SONAR_TICK, duration(1)),
     SONAR_PUBLISH_TIMEOUT: setting(d.SONAR_PUBLISH_TIMEOUT, duration(1)),
@@ -511,6 +549,11 @@ export const sonarEnvSchema = z
       natsUser: env.SONAR_NATS_USER,
       natsPassword: env.SONAR_NATS_PASSWORD,
       natsTlsCa: env.SONAR_NATS_TLS_CA,
+      natsInboxPrefix: env.SONAR_NATS_INBOX_PREFIX,
+      workerSigningKey: env.SONAR_WORKER_SIGNING_KEY,
+      workerCredentialTtlMs: env.SONAR_WORKER_CREDENTIAL_TTL,
+      natsOperatorSigningKey: env.SONAR_NATS_OPERATOR_SIGNING_KEY,
+      natsSysCreds: env.SONAR_NATS_SYS_CREDS,
       prefix: env.SONAR_PREFIX,
       tickMs: env.SONAR_TICK,
       publishTimeoutMs: env.SONAR_PUBLISH_TIMEOUT,
@@ -561,6 +604,11 @@ const FIELD_NAMES: Record<ConfigVariable, string> = {
   SONAR_NATS_USER: 'natsUser',
   SONAR_NATS_PASSWORD: 'natsPassword',
   SONAR_NATS_TLS_CA: 'natsTlsCa',
+  SONAR_NATS_INBOX_PREFIX: 'natsInboxPrefix',
+  SONAR_WORKER_SIGNING_KEY: 'workerSigningKey',
+  SONAR_WORKER_CREDENTIAL_TTL: 'workerCredentialTtlMs',
+  SONAR_NATS_OPERATOR_SIGNING_KEY: 'natsOperatorSigningKey',
+  SONAR_NATS_SYS_CREDS: 'natsSysCreds',
   SONAR_PREFIX: 'prefix',
   SONAR_TICK: 'tickMs',
   SONAR_PUBLISH_TIMEOUT: 'publishTimeoutMs',

@@ -7,7 +7,7 @@ import { coalesceWrites } from './nats-coalesce.js';
 
 export type ConnectSettings = Pick<
   SonarConfig,
-  'natsUrl' | 'natsCreds' | 'natsUser' | 'natsPassword' | 'natsTlsCa'
+  'natsUrl' | 'natsCreds' | 'natsUser' | 'natsPassword' | 'natsTlsCa' | 'natsInboxPrefix'
 >;
 
 /**
@@ -57,9 +57,11 @@ export async function connectNats(
     ...reconnectPolicy(life),
     ...rest,
   };
-  if (settings.natsCreds) {
+  if (settings.natsInboxPrefix && !rest.inboxPrefix) opts.inboxPrefix = settings.natsInboxPrefix;
+  // A caller's own credential (a worker's minted JWT) replaces the configured one.
+  if (!rest.authenticator && settings.natsCreds) {
     opts.authenticator = credsAuthenticator(await readFile(settings.natsCreds));
-  } else if (settings.natsUser) {
+  } else if (!rest.authenticator && settings.natsUser) {
     opts.user = settings.natsUser;
     opts.pass = settings.natsPassword ?? '';
   }

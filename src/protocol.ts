@@ -43,8 +43,33 @@ export const Verb = {
   SubmitTasks: 'submit.tasks',
   SubmitCommit: 'submit.commit',
   Cancel: 'cancel',
+  Enroll: 'enroll',
+  Renew: 'renew',
+  Revoke: 'revoke',
 } as const;
 export type Verb = (typeof Verb)[keyof typeof Verb];
+
+/**
+ * The verbs a worker sends on its own subject, `<prefix>.api.w.<workerId>.<verb>`: the id in
+ * the subject is who is asking, and must equal the request's `workerId`. All but `renew`
+ * are also served on the shared `<prefix>.api.<verb>` for older workers, unless the
+ * backend runs in secure mode.
+ */
+export const WORKER_VERBS: ReadonlySet<Verb> = new Set([
+  Verb.Join,
+  Verb.Start,
+  Verb.Result,
+  Verb.Fail,
+  Verb.Release,
+  Verb.Drain,
+  Verb.Leave,
+  Verb.Renew,
+]);
+
+/** A NATS user public key (an nkey starting with `U`): a worker's own key pair. */
+const userPublicKey = z
+  .string()
+  .regex(/^U[A-Z2-7]{55}$/, 'must be a NATS user public key (56 characters starting with U)');
 
 const attemptFields = {
   runId: id,
@@ -140,6 +165,12 @@ export const requestSchemas = {
     taskId: id.optional(),
     reason: z.string().max(1024).default('cancelled by operator'),
   }),
+  [Verb.Enroll]: z.strictObject({ workerId: id, publicKey: userPublicKey }),
+  [Verb.Renew]: z.strictObject({ workerId: id, publicKey: userPublicKey }),
+  [Verb.Revoke]: z.strictObject({
+    workerId: id,
+    reason: z.string().max(1024).default('revoked by operator'),
+  }),
 } as const;
 
 export type RequestOf<V extends Verb> = z.input<(typeof requestSchemas)[V]>;
@@ -151,6 +182,17 @@ export interface JoinReply {
   pulseTtlMs: number;
   stream: string;
   consumers: Record<string, string>;
+}
+
+/**
+ * Answer to `enroll` and `renew`. `secure`: connect as this worker with `jwt` (signed for the
+ * enrolled public key, named after the worker, valid until `expiresAt`) and the key pair's
+ * seed. `open`: the backend mints no credentials; keep the connection you have.
+ */
+export interface CredentialReply {
+  mode: 'secure' | 'open';
+  jwt: string | null;
+  expiresAt: string | null;
 }
 
 /** A dispatch message (DESIGN.md section 6, step 3). */

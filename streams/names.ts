@@ -18,6 +18,8 @@ export interface Names {
     schedule: string;
     finalizeErrors: string;
     results: string;
+    /** Which public key may act under each worker id (secure mode). */
+    enrollments: string;
   };
   objectStores: { outputs: string; snapshots: string };
   consumers: { dispatch(tag: string): string; finalizer: string };
@@ -38,11 +40,23 @@ export interface Names {
     poisonAll: string;
     api(verb: string): string;
     apiAll: string;
+    /**
+     * `<prefix>.api.w.<workerId>.<verb>`: a worker's own verbs. The id in the subject is
+     * the caller's identity: in secure mode only that worker may publish there.
+     */
+    workerApi(workerId: string, verb: string): string;
     controlCancel: string;
     /** `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.<stream>.>` for the finalize stream. */
     maxDeliveriesAdvisory: string;
   };
 }
+
+/**
+ * Where a worker's NATS replies and deliveries arrive in secure mode: its credential may
+ * subscribe there and nowhere else under `_INBOX`, so no worker reads another's. Not under
+ * the Sonar prefix: inboxes belong to the account.
+ */
+export const workerInboxPrefix = (workerId: string): string => `_INBOX_W.${workerId}`;
 
 export const PREFIX_RE = /^[a-z][a-z0-9_-]{0,31}$/;
 
@@ -68,6 +82,7 @@ export function names(prefix = 'sonar'): Names {
       schedule: `${prefix}_schedule`,
       finalizeErrors: `${prefix}_finalize_errors`,
       results: `${prefix}_results`,
+      enrollments: `${prefix}_enrollments`,
     },
     objectStores: { outputs: `${prefix}_outputs`, snapshots: `${prefix}_snapshots` },
     consumers: { dispatch: (tag) => `dispatch_${tag}`, finalizer: 'finalizer' },
@@ -87,6 +102,7 @@ export function names(prefix = 'sonar'): Names {
       poisonAll: `${prefix}.poison.>`,
       api: (verb) => `${prefix}.api.${verb}`,
       apiAll: `${prefix}.api.>`,
+      workerApi: (workerId, verb) => `${prefix}.api.w.${workerId}.${verb}`,
       controlCancel: `${prefix}.control.cancel`,
       maxDeliveriesAdvisory: `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.${finalizeStream}.>`,
     },

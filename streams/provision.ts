@@ -31,6 +31,7 @@ const MUTABLE_STREAM_SETTINGS = [
   'allow_direct',
   'max_bytes',
   'discard',
+  'allow_rollup_hdrs',
 ] as const;
 const MUTABLE_CONSUMER_SETTINGS = ['ack_wait', 'max_deliver', 'max_ack_pending'] as const;
 const FIXED_CONSUMER_SETTINGS = ['filter_subject', 'ack_policy', 'deliver_policy'] as const;
@@ -166,11 +167,21 @@ export async function ensureTopology(
       duplicate_window: nanos(
         kv.ttlMs > 0 ? Math.min(kv.ttlMs, DEDUPE_WINDOW_MS) : DEDUPE_WINDOW_MS,
       ),
+      allow_rollup_hdrs: kv.rollups,
     };
     changes.push(
-      await ensureStream(jsm, want, 'kv', () =>
-        kvm.create(kv.bucket, { ttl: kv.ttlMs, history: kv.history, replicas: opts.replicas }),
-      ),
+      await ensureStream(jsm, want, 'kv', async () => {
+        await kvm.create(kv.bucket, {
+          ttl: kv.ttlMs,
+          history: kv.history,
+          replicas: opts.replicas,
+        });
+        // nats.js creates every bucket with rollups allowed.
+        if (!kv.rollups) {
+          const { config } = await jsm.streams.info(want.name);
+          await jsm.streams.update(want.name, { ...config, allow_rollup_hdrs: false });
+        }
+      }),
     );
   }
   const objm = new Objm(js);

@@ -44,6 +44,12 @@ export interface KvSpec {
   /** Bucket TTL (stream max_age) in ms; 0 for none. On 2.9 there is no per-key TTL. */
   ttlMs: number;
   history: number;
+  /**
+   * Whether a `Nats-Rollup` header may purge the bucket's stream. Off for buckets that
+   * untrusted processes write: permissions cannot see headers, and a rollup of `all` on any
+   * key's subject wipes every key. `kv.put` and `kv.delete` need no rollups.
+   */
+  rollups: boolean;
 }
 
 export interface Topology {
@@ -113,20 +119,26 @@ export function topology(n: Names, opts: TopologyOptions): Topology {
     ],
     kv: [
       // The live registry: a key lives while its worker pulses; the bucket TTL expires it.
-      { bucket: n.buckets.workers, ttlMs: opts.pulseTtlMs, history: 1 },
+      { bucket: n.buckets.workers, ttlMs: opts.pulseTtlMs, history: 1, rollups: false },
       // The leader lock: create = SET NX, update(revision) renews, the TTL releases.
-      { bucket: n.buckets.locks, ttlMs: opts.lockTtlMs, history: 1 },
+      { bucket: n.buckets.locks, ttlMs: opts.lockTtlMs, history: 1, rollups: true },
       // Periodic jobs claim their turn by compare-and-set of {lastAt, by}; no TTL.
-      { bucket: n.buckets.schedule, ttlMs: 0, history: 1 },
+      { bucket: n.buckets.schedule, ttlMs: 0, history: 1, rollups: true },
       // Each failed finalization attempt, keyed <runId>.<taskId>.<attemptId>.
-      { bucket: n.buckets.finalizeErrors, ttlMs: 0, history: 10 },
+      { bucket: n.buckets.finalizeErrors, ttlMs: 0, history: 10, rollups: true },
       // The default results sink: one record per task, upserted.
-      { bucket: n.buckets.results, ttlMs: 0, history: 1 },
+      { bucket: n.buckets.results, ttlMs: 0, history: 1, rollups: true },
+      // Which public key holds each worker id (secure mode); kept a week past its last
+      // renewal, far longer than any credential lives.
+      { bucket: n.buckets.enrollments, ttlMs: ENROLLMENT_TTL_MS, history: 1, rollups: false },
     ],
     objectStores: [n.objectStores.outputs, n.objectStores.snapshots],
     consumers: [{ stream: n.streams.finalize, config: finalizerConsumer(n, opts) }],
   };
 }
+
+/** How long an enrollment outlives its last renewal. */
+export const ENROLLMENT_TTL_MS = 7 * 24 * 3_600_000;
 
 /**
  * The finalizer pool's one durable consumer. The lease is ack_wait, renewed by working().

@@ -59,8 +59,11 @@ function orphanReason(
 ): RequeueReason | null {
   const workerId = task.context.workerId;
   const worker = workerId === null ? undefined : p.workers.get(workerId)?.snapshot;
-  // A supervisor saw the process end: nothing to wait for, whatever the task's age.
-  if (worker?.value === 'Lost' && worker.context.lostReason === 'exited') return 'worker-lost';
+  // A supervisor saw the process end, or an operator revoked it: nothing to wait for,
+  // whatever the task's age.
+  const lostNow =
+    worker?.context.lostReason === 'exited' || worker?.context.lostReason === 'revoked';
+  if (worker?.value === 'Lost' && lostNow) return 'worker-lost';
   if (workerId !== null && fleet.live.has(workerId)) {
     // Not counted: the worker is alive and the payload did it no harm.
     return givenBack(fleet.entries.get(workerId), key, task, config) ? 'worker-released' : null;

@@ -19,7 +19,9 @@ export const workerEventData = {
   WorkerLeft: z.object({}),
   WorkerLost: z.object({
     lastPulseAt: z.string().nullable().optional(),
-    reason: z.enum(['expired', 'exited']),
+    // `revoked`: an operator revoked its credential (`sonar revoke`); like `exited`, its
+    // tasks are recovered at once, with nothing left to wait for.
+    reason: z.enum(['expired', 'exited', 'revoked']),
   }),
 } as const;
 

@@ -10,7 +10,7 @@ export interface WorkerContext {
   joinedAt: string;
   drainReason: 'spot-interruption' | 'shutdown' | null;
   deadline: string | null;
-  lostReason: 'expired' | 'exited' | null;
+  lostReason: 'expired' | 'exited' | 'revoked' | null;
   endedAt: string | null;
 }
 

@@ -9,7 +9,7 @@ import {
 } from '../../actors/errors.js';
 import type { Names } from '../../streams/names.js';
 import type { Logger } from '../log.js';
-import { requestSchemas } from '../protocol.js';
+import { WORKER_VERBS, requestSchemas } from '../protocol.js';
 import { StragglerGuard } from './straggler-guard.js';
 import type { ParsedRequestOf, Verb } from '../protocol.js';
 
@@ -21,6 +21,13 @@ export const API_QUEUE = 'sonar-backend';
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
+
+/** `w.<workerId>.<verb>` is a worker's own subject; anything else is a shared verb. */
+function routeOf(rest: string): Route {
+  if (!rest.startsWith('w.')) return { verb: rest, caller: null };
+  const [, caller = '', ...verb] = rest.split('.');
+  return { verb: verb.join('.'), caller };
+}
 
 /** Maps zod issues to the `'<path>' <problem>` form, every problem listed. */
 export function validationErrorOf(what: string, error: z.ZodError): ValidationError {
@@ -41,10 +48,32 @@ export function errorReply(err: unknown) {
   return { error: { code: ErrorCode.Unavailable, message, details: {} } };
 }
 
+/** What an {@link ApiService} allows beyond each verb's schema. */
+export interface ApiServiceOptions {
+  /**
+   * Whether worker verbs are also served on the shared `<prefix>.api.<verb>` (older
+   * workers). False in secure mode: there a worker proves who it is only by the subject it
+   * may publish to, `<prefix>.api.w.<workerId>.<verb>`.
+   */
+  sharedWorkerVerbs: boolean;
+}
+
+/** A request's verb, and the worker the subject names when asked on a worker's own subject. */
+interface Route {
+  verb: string;
+  caller: string | null;
+}
+
+const WORKER_ID = /^[A-Za-z0-9_-]{1,64}$/;
+
 /**
  * Serves `sonar.api.*` on NATS request/reply for any number of backends (one queue group).
  * Each request is validated against its schema in src/protocol.ts before its handler runs;
  * replies are `{"ok":{...}}` or `{"error":{"code","message","details"}}`.
+ *
+ * Worker verbs asked on `<prefix>.api.w.<workerId>.<verb>` must name that same worker in
+ * their body: the subject is the caller's identity (in secure mode each worker's credential
+ * may publish under its own id only), so a worker cannot act as another.
  */
 export class ApiService {
   private sub: Subscription | null = null;
@@ -56,6 +85,7 @@ export class ApiService {
     private readonly names: Names,
     private readonly handlers: Handlers,
     private readonly log: Logger,
+    private readonly opts: ApiServiceOptions = { sharedWorkerVerbs: true },
   ) {}
 
   /** @throws StillStoppingError while requests of the last run are still being answered. */
@@ -70,17 +100,18 @@ export class ApiService {
           this.log.error('api subscription failed', { err });
           return;
         }
-        const p = this.handle(msg.subject.slice(prefix.length), msg);
+        const p = this.handle(routeOf(msg.subject.slice(prefix.length)), msg);
         this.inflight.add(p);
         void p.finally(() => this.inflight.delete(p));
       },
     });
   }
 
-  private async handle(verb: string, msg: Msg): Promise<void> {
+  private async handle(route: Route, msg: Msg): Promise<void> {
+    const { verb } = route;
     let reply: unknown;
     try {
-      reply = { ok: (await this.dispatch(verb, msg.data)) ?? {} };
+      reply = { ok: (await this.dispatch(route, msg.data)) ?? {} };
     } catch (err: unknown) {
       if (!isSonarError(err)) this.log.error('api request failed', { verb, err });
       reply = errorReply(err);
@@ -106,7 +137,7 @@ export class ApiService {
     }
   }
 
-  private async dispatch(verb: string, data: Uint8Array): Promise<unknown> {
+  private async dispatch({ verb, caller }: Route, data: Uint8Array): Promise<unknown> {
     if (!Object.hasOwn(requestSchemas, verb)) {
       throw new SonarError(ErrorCode.NotFound, `unknown api verb ${JSON.stringify(verb)}`, {
         verb,
@@ -126,7 +157,43 @@ export class ApiService {
     }
     const parsed = requestSchemas[v].safeParse(raw);
     if (!parsed.success) throw validationErrorOf(verb, parsed.error);
+    this.checkSubject(v, caller);
+    const named = (parsed.data as { workerId?: unknown }).workerId;
+    if (caller !== null && named !== caller) {
+      throw new SonarError(
+        ErrorCode.Forbidden,
+        `${verb}: asked as worker ${caller} but names worker ${JSON.stringify(named)}: a worker acts under its own id only`,
+        { verb, caller, workerId: named },
+      );
+    }
     return handler(parsed.data);
+  }
+
+  /** Whether `verb` may be asked on the subject it came on. */
+  private checkSubject(verb: Verb, caller: string | null): void {
+    const own = this.names.subjects.workerApi('<workerId>', verb);
+    if (caller !== null) {
+      if (!WORKER_ID.test(caller)) {
+        throw new ValidationError(
+          `${verb}: the subject's worker id ${JSON.stringify(caller)} must match ${String(WORKER_ID)}`,
+        );
+      }
+      if (!WORKER_VERBS.has(verb)) {
+        throw new SonarError(
+          ErrorCode.Forbidden,
+          `${verb} is not a worker verb: ask it on ${this.names.subjects.api(verb)}`,
+          { verb },
+        );
+      }
+      return;
+    }
+    if (verb === 'renew' || (WORKER_VERBS.has(verb) && !this.opts.sharedWorkerVerbs)) {
+      throw new SonarError(
+        ErrorCode.Forbidden,
+        `${verb}: a worker asks this on its own subject ${own}`,
+        { verb },
+      );
+    }
   }
 
   /** Stops taking requests and waits for the ones in flight. */

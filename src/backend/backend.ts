@@ -21,6 +21,7 @@ import { Deadline } from '../grace.js';
 import { Liveness } from './liveness.js';
 import { ProjectionLoop } from './projection-loop.js';
 import type { ProjectionStoppedError } from './projection-loop.js';
+import { Enrollments } from './enrollments.js';
 import { Registry } from './registry.js';
 import { ServerContact } from './server-contact.js';
 import { loadSnapshot } from './snapshot.js';
@@ -112,6 +113,8 @@ export class Backend {
       loop,
       writer: new EventWriter(store, loop),
       registry: await Registry.open(nc, n),
+      enrollments: await Enrollments.open(nc, n),
+      credentials: null,
       dispatchConsumers: new DispatchConsumers(jsm, n),
       outputs: await opts.parts.outputs(nc, config),
       log,
@@ -129,7 +132,9 @@ export class Backend {
         { allowLoss: config.allowSnapshotLoss === true },
       ),
     );
-    const api = new ApiService(nc, n, opts.parts.handlers(ctx), log.child({ component: 'api' }));
+    const api = new ApiService(nc, n, opts.parts.handlers(ctx), log.child({ component: 'api' }), {
+      sharedWorkerVerbs: ctx.credentials === null,
+    });
     const components = opts.parts.components.map((make) => make(ctx));
     for (const c of components) await c.start();
     api.start();

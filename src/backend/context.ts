@@ -6,7 +6,9 @@ import type { SonarConfig } from '../config.js';
 import type { Logger } from '../log.js';
 import type { OutputStore } from '../storage/output-store.js';
 import type { DispatchConsumers } from './dispatch-consumers.js';
+import type { Enrollments } from './enrollments.js';
 import type { EventWriter } from './event-writer.js';
+import type { WorkerCredentialIssuer } from './handlers/enrollment-handlers.js';
 import type { Liveness } from './liveness.js';
 import type { ProjectionLoop } from './projection-loop.js';
 import type { Registry } from './registry.js';
@@ -26,6 +28,10 @@ export interface BackendContext {
   loop: ProjectionLoop;
   writer: EventWriter;
   registry: Registry;
+  /** Which public key holds each worker id. */
+  enrollments: Enrollments;
+  /** Mints workers' own credentials: secure mode. Null in open mode. */
+  credentials: WorkerCredentialIssuer | null;
   /** The `dispatch_<tag>` consumers made sure of, for `join`, the leader and the sweep. */
   dispatchConsumers: DispatchConsumers;
   outputs: OutputStore;

@@ -68,7 +68,10 @@ export class Registry {
       return null;
     }
     const parsed = registryEntrySchema.safeParse(raw);
-    return parsed.success ? { ...parsed.data, pulseAt: e.created.toISOString() } : null;
+    // The key is whose entry it is: in secure mode a worker may write its own key only, so
+    // a value naming another worker is a forgery, never that worker's pulse.
+    if (!parsed.success || parsed.data.workerId !== key) return null;
+    return { ...parsed.data, pulseAt: e.created.toISOString() };
   }
 
   async remove(workerId: string): Promise<void> {

@@ -45,6 +45,11 @@ export interface ApiClientOptions {
    */
   maxBackoffMs?: number;
   log?: Logger;
+  /**
+   * The subject of each verb. Default: the shared `<prefix>.api.<verb>`; a worker asks its
+   * own verbs on `<prefix>.api.w.<workerId>.<verb>`.
+   */
+  subject?: (verb: Verb) => string;
 }
 
 /** Per-call overrides. */
@@ -76,6 +81,7 @@ export class ApiClient {
   private readonly backoffMs: number;
   private readonly maxBackoffMs: number;
   private readonly log: Logger;
+  private readonly subject: (verb: Verb) => string;
 
   constructor(
     private readonly nc: NatsConnection,
@@ -87,6 +93,7 @@ export class ApiClient {
     this.backoffMs = opts.backoffMs ?? 100;
     this.maxBackoffMs = opts.maxBackoffMs ?? 2_000;
     this.log = opts.log ?? silentLogger;
+    this.subject = opts.subject ?? ((verb) => names.subjects.api(verb));
   }
 
   /** Sends one request; resolves with the `ok` payload. */
@@ -100,7 +107,7 @@ export class ApiClient {
     let pause = this.backoffMs;
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.once<T>(verb, payload);
+        return await this.once<T>(verb, this.subject(verb), payload);
       } catch (err: unknown) {
         const left = deadline - performance.now();
         if (!isTransient(err) || opts.signal?.aborted || left <= 0) {
@@ -113,8 +120,8 @@ export class ApiClient {
     }
   }
 
-  private async once<T>(verb: string, payload: Uint8Array): Promise<T> {
-    const msg = await this.nc.request(this.names.subjects.api(verb), payload, {
+  private async once<T>(verb: string, subject: string, payload: Uint8Array): Promise<T> {
+    const msg = await this.nc.request(subject, payload, {
       timeout: this.timeoutMs,
     });
     let reply: unknown;

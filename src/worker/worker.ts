@@ -5,13 +5,14 @@ import { Kvm } from '@nats-io/kv';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import { ErrorCode } from '../../actors/errors.js';
 import { assertId } from '../../actors/ids.js';
-import { names } from '../../streams/names.js';
+import { names, workerInboxPrefix } from '../../streams/names.js';
 import type { Names } from '../../streams/names.js';
 import { newId } from '../ids.js';
 import { outputSizeProblem } from '../limits.js';
 import { assertSlotsFit, DEFAULT_MAX_PAYLOAD } from '../pulse-size.js';
 import type { Logger } from '../log.js';
 import { connectNats } from '../nats.js';
+import { WorkerCredential } from './credential.js';
 import { cancelControlSchema, dispatchMessageSchema } from '../protocol.js';
 import type { DispatchMessage, JoinReply, RegistryEntry } from '../protocol.js';
 import { createOutputStore } from '../storage/create-output-store.js';
@@ -78,6 +79,9 @@ export class Worker {
   private _state: WorkerState = 'Idle';
   private settle!: { resolve: () => void; reject: (err: unknown) => void };
   private nc: NatsConnection | null = null;
+  /** Whether `nc` was opened here (and so is closed here), not handed in. */
+  private ownsNc = false;
+  private credential: WorkerCredential;
   private n: Names;
   private api: ApiClient | null = null;
   private pulse: Pulse | null = null;
@@ -118,6 +122,7 @@ export class Worker {
     this.n = names(this.opts.prefix);
     this.slots = new Slots(this.opts.slots);
     this.log = this.opts.log.child({ component: 'worker', workerId: this.workerId });
+    this.credential = new WorkerCredential(this.workerId, this.log);
     this.done = new Promise<void>((resolve, reject) => {
       this.settle = { resolve, reject };
     });
@@ -157,13 +162,7 @@ export class Worker {
 
   private async open(): Promise<void> {
     const o = this.opts;
-    // Reconnect forever: a worker outlives a NATS restart; its registry key tells the rest.
-    this.nc =
-      o.nc ??
-      (await connectNats(o.connection, {
-        name: `sonar-worker-${this.workerId}`,
-      }));
-    const nc = this.nc;
+    const nc = await this.connect();
     // A server may take smaller messages than the 1 MiB the options were checked against.
     assertSlotsFit(o.slots, nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD);
     void nc.closed().then((err) => {
@@ -171,9 +170,15 @@ export class Worker {
         void this.failWith(err ?? new Error('the NATS connection closed'));
       }
     });
-    this.api = new ApiClient(this.nc, this.n, {
+    this.api = new ApiClient(nc, this.n, {
       timeoutMs: o.requestTimeoutMs,
       log: this.log,
+      ...(this.credential.mode !== 'legacy' && {
+        subject: (verb) => this.n.subjects.workerApi(this.workerId, verb),
+      }),
+    });
+    this.credential.startRenewing(this.api, this.lifecycle.signal, (err) => {
+      void this.failWith(err);
     });
     const imds = o.spot === false ? null : new ImdsClient(o.imdsUrl, 1_000);
     const spotOn = imds !== null && (o.spot === true || (await imds.available()));
@@ -184,7 +189,7 @@ export class Worker {
     const reply = await this.api.request<'join', JoinReply>('join', this.joinRequest(), {
       signal: this.lifecycle.signal,
     });
-    const kv = await new Kvm(this.nc).open(this.n.buckets.workers);
+    const kv = await new Kvm(nc).open(this.n.buckets.workers);
     this.pulse = new Pulse(
       kv,
       () => this.entry(),
@@ -205,12 +210,12 @@ export class Worker {
         }
       }
     })().catch(() => {});
-    this.cancelSub = this.nc.subscribe(this.n.subjects.controlCancel, {
+    this.cancelSub = nc.subscribe(this.n.subjects.controlCancel, {
       callback: (err, msg) => {
         if (!err) this.onCancel(msg.data);
       },
     });
-    const js = jetstream(this.nc);
+    const js = jetstream(nc);
     const consumers = await Promise.all(
       o.tags.map((t) =>
         this.bind(js, reply.stream, reply.consumers[t] ?? this.n.consumers.dispatch(t)),
@@ -224,6 +229,37 @@ export class Worker {
       this.spot.start();
     }
     this.log.info('worker joined', { tags: o.tags, slots: o.slots, spot: spotOn });
+  }
+
+  /**
+   * Connects with the configured credential (the fleet's bootstrap credential, in secure
+   * mode) and enrolls. Given a credential of its own, the worker connects again with it,
+   * its replies under its own inbox prefix, and closes the bootstrap connection.
+   * Reconnects forever: a worker outlives a NATS restart; its registry key tells the rest.
+   */
+  private async connect(): Promise<NatsConnection> {
+    const o = this.opts;
+    const name = `sonar-worker-${this.workerId}`;
+    const boot = o.nc ?? (await connectNats(o.connection, { name }));
+    try {
+      const bootApi = new ApiClient(boot, this.n, { timeoutMs: o.requestTimeoutMs, log: this.log });
+      const mode = await this.credential.enroll(bootApi, this.lifecycle.signal);
+      if (mode !== 'secure') {
+        this.nc = boot;
+        this.ownsNc = !o.nc;
+        return boot;
+      }
+      this.nc = await connectNats(o.connection, {
+        name,
+        authenticator: this.credential.authenticator(),
+        inboxPrefix: workerInboxPrefix(this.workerId),
+      });
+      this.ownsNc = true;
+    } finally {
+      if (!o.nc && this.nc !== boot) await boot.close().catch(() => {});
+    }
+    this.log.info('connected with its own credential');
+    return this.nc;
   }
 
   /**
@@ -684,7 +720,8 @@ export class Worker {
     this.lifecycle.abort();
     this.cancelSub?.unsubscribe();
     this.cancelSub = null;
-    if (this.opts.nc || !this.nc) return;
+    this.credential.stop();
+    if (!this.ownsNc || !this.nc) return;
     const drained = this.nc.drain().catch(() => {});
     // Out of grace: close without flushing.
     if (grace && (await grace.settle(drained)) === 'timeout') await this.nc.close().catch(() => {});

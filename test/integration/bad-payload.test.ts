@@ -77,6 +77,9 @@ const VALID: Record<Verb, unknown> = {
   'submit.tasks': { runId: 'r1', stepId: 's', tasks: [{ id: 't1' }] },
   'submit.commit': { runId: 'r1' },
   cancel: { runId: 'r1' },
+  enroll: { workerId: 'w1', publicKey: 'UDVPD2BGZCODEIBX5DJAQZFKRNTG2RRCVULITRXT4PBTP6DFA4Y5JEVG' },
+  renew: { workerId: 'w1', publicKey: 'UDVPD2BGZCODEIBX5DJAQZFKRNTG2RRCVULITRXT4PBTP6DFA4Y5JEVG' },
+  revoke: { workerId: 'w1' },
 };
 
 /** One field of a valid payload replaced by something of the wrong kind, or dropped. */

@@ -26,6 +26,7 @@ describe('loadConfig', () => {
     it('resolves DESIGN.md §9 defaults to ms and bytes', () => {
       const expected: SonarConfig = {
         natsUrl: 'nats://127.0.0.1:4222',
+        workerCredentialTtlMs: 3_600_000,
         prefix: 'sonar',
         tickMs: 2_000,
         publishTimeoutMs: 600_000,
@@ -119,6 +120,7 @@ describe('loadConfig', () => {
         natsUser: 'alice',
         natsPassword: 's3cret pass',
         natsTlsCa: '/etc/ssl/ca.pem',
+        workerCredentialTtlMs: 3_600_000,
         prefix: 't_ab-1',
         tickMs: 250,
         publishTimeoutMs: 60_000,
@@ -341,7 +343,7 @@ describe('loadConfig', () => {
 
 describe('configVariables', () => {
   it('lists the SONAR_* variables of DESIGN.md §9', () => {
-    expect(configVariables).toHaveLength(38);
+    expect(configVariables).toHaveLength(43);
     expect(configVariables[0]).toBe('SONAR_NATS_URL');
     expect(configVariables.every((v) => v.startsWith('SONAR_'))).toBe(true);
   });

@@ -22,7 +22,7 @@ import { ApiService } from '../../src/backend/api-service.js';
 import type { Handlers } from '../../src/backend/api-service.js';
 import { validateRunFile } from '../../src/client/run-file.js';
 import { silentLogger } from '../../src/log.js';
-import { registryEntrySchema, requestSchemas } from '../../src/protocol.js';
+import { WORKER_VERBS, registryEntrySchema, requestSchemas } from '../../src/protocol.js';
 import type { Verb } from '../../src/protocol.js';
 
 const scenario = (name: string): string[] =>
@@ -161,11 +161,25 @@ function apiUnderTest() {
   const n = names('sonar');
   const service = new ApiService(nc, n, handlers, silentLogger);
   service.start();
+  // An honest worker asks its verbs on its own subject, named after the payload's worker.
+  const subjectOf = (verb: string, data: Uint8Array): string => {
+    let workerId: unknown;
+    try {
+      workerId = (JSON.parse(new TextDecoder().decode(data)) as { workerId?: unknown }).workerId;
+    } catch {
+      workerId = undefined;
+    }
+    return WORKER_VERBS.has(verb as Verb) &&
+      typeof workerId === 'string' &&
+      /^[A-Za-z0-9_-]{1,64}$/.test(workerId)
+      ? n.subjects.workerApi(workerId, verb)
+      : n.subjects.api(verb);
+  };
   const send = (verb: string, data: Uint8Array) =>
     new Promise<{ ok?: unknown; error?: { code: string; message: string; details: unknown } }>(
       (resolve) => {
         deliver!(null, {
-          subject: n.subjects.api(verb),
+          subject: subjectOf(verb, data),
           data,
           reply: '_INBOX.x',
           respond: (bytes: Uint8Array) => {
@@ -198,6 +212,9 @@ const VALID: Record<Verb, unknown> = {
   'submit.tasks': { runId: 'r1', stepId: 's', tasks: [{ id: 't1', input: {} }] },
   'submit.commit': { runId: 'r1' },
   cancel: { runId: 'r1', taskId: 't1', reason: 'x' },
+  enroll: { workerId: 'w1', publicKey: 'UDVPD2BGZCODEIBX5DJAQZFKRNTG2RRCVULITRXT4PBTP6DFA4Y5JEVG' },
+  renew: { workerId: 'w1', publicKey: 'UDVPD2BGZCODEIBX5DJAQZFKRNTG2RRCVULITRXT4PBTP6DFA4Y5JEVG' },
+  revoke: { workerId: 'w1' },
 };
 const verbs = Object.keys(VALID) as Verb[];
 const encoder = new TextEncoder();

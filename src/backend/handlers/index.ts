@@ -3,6 +3,7 @@ import { isConcurrencyError } from '../../../streams/errors.js';
 import type { Handlers } from '../api-service.js';
 import type { BackendContext } from '../context.js';
 import { cancelHandlers } from './cancel-handler.js';
+import { enrollmentHandlers } from './enrollment-handlers.js';
 import { submitHandlers } from './submit-handlers.js';
 import { workerHandlers } from './worker-handlers.js';
 
@@ -33,5 +34,10 @@ function retryableRaces(handlers: Handlers): Handlers {
 
 /** Every `sonar.api.*` verb of DESIGN.md section 6, served by one backend. */
 export function apiHandlers(ctx: BackendContext): Handlers {
-  return retryableRaces({ ...workerHandlers(ctx), ...submitHandlers(ctx), ...cancelHandlers(ctx) });
+  return retryableRaces({
+    ...workerHandlers(ctx),
+    ...enrollmentHandlers(ctx),
+    ...submitHandlers(ctx),
+    ...cancelHandlers(ctx),
+  });
 }

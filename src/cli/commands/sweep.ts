@@ -8,6 +8,7 @@ import { EventWriter } from '../../backend/event-writer.js';
 import { ProjectionLoop } from '../../backend/projection-loop.js';
 import { Liveness } from '../../backend/liveness.js';
 import { ServerContact } from '../../backend/server-contact.js';
+import { Enrollments } from '../../backend/enrollments.js';
 import { Registry } from '../../backend/registry.js';
 import { loadSnapshot } from '../../backend/snapshot.js';
 import { FullSweep, summaryOf } from '../../backend/sweep.js';
@@ -47,6 +48,9 @@ async function sweepContext(cli: CliContext): Promise<BackendContext> {
     loop,
     writer: new EventWriter(store, loop),
     registry: await Registry.open(nc, names),
+    enrollments: await Enrollments.open(nc, names),
+    // The sweep mints nothing.
+    credentials: null,
     dispatchConsumers: new DispatchConsumers(jsm, names),
     outputs: await createOutputStore(nc, config),
     log,

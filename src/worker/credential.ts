@@ -1,0 +1,117 @@
+import { createUser } from '@nats-io/nkeys';
+import type { KeyPair } from '@nats-io/nkeys';
+import { jwtAuthenticator } from '@nats-io/transport-node';
+import type { Authenticator } from '@nats-io/transport-node';
+import { ErrorCode } from '../../actors/errors.js';
+import type { Logger } from '../log.js';
+import type { CredentialReply } from '../protocol.js';
+import type { ApiClient } from './api-client.js';
+import { isApiError } from './api-client.js';
+
+/** How the backend that answered `enroll` wants this worker to connect. */
+export type EnrollMode = CredentialReply['mode'] | 'legacy';
+
+/** The retry pause once a renewal failed, while the credential still has life left. */
+const RENEW_RETRY_MS = 5_000;
+
+/**
+ * A worker's own key pair and the credential the backend minted for it (secure mode). The
+ * seed never leaves this process: `enroll` sends only the public key, and the JWT it gets
+ * back is useless without the seed, so the reply may travel on a shared inbox.
+ *
+ * The authenticator reads the current JWT at each (re)connect: a renewal takes effect at the
+ * next connect, which the server forces when the connection's JWT expires.
+ */
+export class WorkerCredential {
+  private readonly keys: KeyPair = createUser();
+  private jwt: string | null = null;
+  private expiresAt = 0;
+  private timer: NodeJS.Timeout | null = null;
+  mode: EnrollMode = 'open';
+
+  constructor(
+    private readonly workerId: string,
+    private readonly log: Logger,
+  ) {}
+
+  get publicKey(): string {
+    return this.keys.getPublicKey();
+  }
+
+  /**
+   * Asks for a credential with the bootstrap connection's client. An older backend does not
+   * know `enroll` (`not_found`): the worker then speaks the shared subjects, as before.
+   */
+  async enroll(api: ApiClient, signal: AbortSignal): Promise<EnrollMode> {
+    try {
+      const reply = await api.request<'enroll', CredentialReply>(
+        'enroll',
+        { workerId: this.workerId, publicKey: this.publicKey },
+        { signal },
+      );
+      this.take(reply);
+    } catch (err: unknown) {
+      if (!isApiError(err, ErrorCode.NotFound)) throw err;
+      this.mode = 'legacy';
+    }
+    return this.mode;
+  }
+
+  /** The nats.js authenticator presenting the current JWT, signed with this worker's seed. */
+  authenticator(): Authenticator {
+    return jwtAuthenticator(
+      () => this.jwt ?? '',
+      () => this.keys.getSeed(),
+    );
+  }
+
+  /**
+   * Renews at half the remaining life, with `api` on the worker's own subject. A refusal
+   * (`forbidden`: revoked; `conflict`: Lost or Left) is `onFenced`; anything else is retried
+   * while the credential lives.
+   */
+  startRenewing(api: ApiClient, signal: AbortSignal, onFenced: (err: unknown) => void): void {
+    if (this.mode !== 'secure') return;
+    const schedule = (ms: number): void => {
+      if (signal.aborted) return;
+      this.timer = setTimeout(() => void renew(), Math.max(0, ms));
+      this.timer.unref();
+    };
+    const renew = async (): Promise<void> => {
+      try {
+        const reply = await api.request<'renew', CredentialReply>(
+          'renew',
+          { workerId: this.workerId, publicKey: this.publicKey },
+          { signal },
+        );
+        this.take(reply);
+        this.log.info('credential renewed', { expiresAt: new Date(this.expiresAt).toISOString() });
+        schedule((this.expiresAt - Date.now()) / 2);
+      } catch (err: unknown) {
+        if (signal.aborted) return;
+        if (isApiError(err, ErrorCode.Forbidden) || isApiError(err, ErrorCode.Conflict)) {
+          onFenced(err);
+          return;
+        }
+        this.log.warn('credential not renewed; trying again', { err });
+        schedule(RENEW_RETRY_MS);
+      }
+    };
+    schedule((this.expiresAt - Date.now()) / 2);
+  }
+
+  stop(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+  }
+
+  private take(reply: CredentialReply): void {
+    this.mode = reply.mode;
+    if (reply.mode !== 'secure') return;
+    if (reply.jwt === null || reply.expiresAt === null) {
+      throw new Error('the backend answered secure mode without a credential');
+    }
+    this.jwt = reply.jwt;
+    this.expiresAt = Date.parse(reply.expiresAt);
+  }
+}
