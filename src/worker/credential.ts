@@ -106,8 +106,8 @@ export class WorkerCredential {
   }
 
   private take(reply: CredentialReply): void {
-    this.mode = reply.mode;
-    if (reply.mode !== 'secure') return;
+    this.mode = reply.mode === 'secure' ? 'secure' : 'open';
+    if (this.mode !== 'secure') return;
     if (reply.jwt === null || reply.expiresAt === null) {
       throw new Error('the backend answered secure mode without a credential');
     }

@@ -230,7 +230,8 @@ describe('createWorker', () => {
     const api = nc.subscribe(n.subjects.apiAll, {
       callback: (_e, m) => {
         void (async (): Promise<void> => {
-          const verb = m.subject.slice(n.subjects.api('').length);
+          // The last token: workers ask on their own subject, <prefix>.api.w.<id>.<verb>.
+          const verb = m.subject.split('.').pop();
           if (verb !== 'join') {
             m.respond(JSON.stringify({ ok: {} }));
             return;
