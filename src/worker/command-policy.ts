@@ -1,5 +1,7 @@
 import { posix } from 'node:path';
 import { ValidationError } from '../../actors/errors.js';
+import type { Logger } from '../log.js';
+import { silentLogger } from '../log.js';
 import { NonRetryableError } from './errors.js';
 import type { TaskHandler } from './options.js';
 
@@ -135,11 +137,19 @@ export function commandRefusal(
  * handler is called: nothing runs. Non-retryable, so the task ends Failed at once instead of
  * being retried on workers that would refuse it again.
  */
-export function guardCommands(handler: TaskHandler, policy: CommandPolicy): TaskHandler {
+export function guardCommands(
+  handler: TaskHandler,
+  policy: CommandPolicy,
+  log: Logger = silentLogger,
+): TaskHandler {
   if (policy.kind === 'any') return handler;
   return (input, ctx) => {
     const refusal = commandRefusal(policy, ctx.command);
-    if (refusal !== null) throw new NonRetryableError(refusal);
+    if (refusal !== null) {
+      // The backend records the error; the log tells the worker's operator who was refused.
+      log.warn('task command refused', { runId: ctx.runId, taskId: ctx.taskId, refusal });
+      throw new NonRetryableError(refusal);
+    }
     return handler(input, ctx);
   };
 }

@@ -185,7 +185,7 @@ export function resolveWorkerOptions(opts: WorkerOptions): ResolvedWorkerOptions
     tags: opts.tags,
     slots: opts.slots ?? 1,
     // The policy wraps the handler: a refused task fails before any code of the user's runs.
-    handler: guardCommands(opts.handler, commands),
+    handler: guardCommands(opts.handler, commands, opts.log?.child({ component: 'worker' })),
     commands,
     nc: opts.nc,
     connection: opts.connection ?? { natsUrl: 'nats://127.0.0.1:4222' },

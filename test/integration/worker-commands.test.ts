@@ -132,7 +132,7 @@ describe('sonar worker with an allow-list (SONAR_WORKER_COMMANDS)', () => {
     const { ctx, client } = await world();
     const ran = join(dir, 'allowed-marker');
     const refused = join(dir, 'refused-marker');
-    spawnWorker(tb!.env, ['--worker-id', 'wl', '--tags', 'allow', '--slots', '2'], {
+    const worker = spawnWorker(tb!.env, ['--worker-id', 'wl', '--tags', 'allow', '--slots', '2'], {
       SONAR_WORKER_COMMANDS: '/bin/sh,/bin/true',
     });
     await client.submit({
@@ -161,6 +161,7 @@ describe('sonar worker with an allow-list (SONAR_WORKER_COMMANDS)', () => {
       expect.objectContaining({ exitCode: -1, retryable: false }),
     ]);
     expect(await exists(refused)).toBe(false);
+    expect(worker.stderr()).toContain('task command refused');
   });
 
   it('with --commands none and `-- CMD`, refuses task commands and runs its own for the rest', async () => {
