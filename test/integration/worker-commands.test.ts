@@ -202,7 +202,7 @@ describe('sonar worker with an allow-list (SONAR_WORKER_COMMANDS)', () => {
     const none = spawnWorker({}, ['--tags', 'x', '--commands', 'none']);
     expect((await none.exited).code).toBe(2);
     expect(none.stderr()).toContain(
-      'SONAR_WORKER_COMMANDS is none but no `-- CMD` was given: this worker could run no task',
+      'SONAR_WORKER_COMMANDS (--commands) is none but no `-- CMD` was given: this worker could run no task',
     );
     const bad = spawnWorker({}, ['--tags', 'x'], { SONAR_WORKER_COMMANDS: 'bin/sh' });
     expect((await bad.exited).code).toBe(2);

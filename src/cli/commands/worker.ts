@@ -78,7 +78,7 @@ export function registerWorker(program: Command): void {
       const fixed = command.length > 0 ? command : null;
       if (fixed === null && config.workerCommands.kind === 'none') {
         throw new UsageError(
-          'SONAR_WORKER_COMMANDS is none but no `-- CMD` was given: this worker could run no task',
+          'SONAR_WORKER_COMMANDS (--commands) is none but no `-- CMD` was given: this worker could run no task',
         );
       }
       const handler: TaskHandler = (input, t) => {
