@@ -9,6 +9,8 @@
  */
 import { z } from 'zod';
 import { formatDuration, parseDuration, parseSize } from './duration.js';
+import { parseCommandPolicy } from './worker/command-policy.js';
+import type { CommandPolicy } from './worker/command-policy.js';
 
 /** Where outputs go when `SONAR_S3_*` is set (otherwise the `sonar_outputs` object store). */
 export interface S3Config {
@@ -159,6 +161,13 @@ export interface SonarConfig {
    */
   spotMarginMs: number;
   /**
+   * `SONAR_WORKER_COMMANDS`: which task commands a worker runs: `any`, `none` (only its own
+   * handler or `-- CMD`), or a comma-separated allow-list of absolute paths or names that a
+   * task's `command[0]` must equal exactly. A refused task fails for good.
+   * @defaultValue any (what workers did before the setting; see README, Configuration)
+   */
+  workerCommands: CommandPolicy;
+  /**
    * `SONAR_MAX_OUTPUT`: larger task outputs are refused.
    * @defaultValue 64MiB
    */
@@ -296,6 +305,7 @@ export const configDefaults = {
   SONAR_FINALIZE_MAX_DELIVER: '6',
   SONAR_DRAIN_GRACE: '20s',
   SONAR_SPOT_MARGIN: '10s',
+  SONAR_WORKER_COMMANDS: 'any',
   SONAR_MAX_OUTPUT: '64MiB',
   SONAR_MAX_INPUT: '256KiB',
   SONAR_MAX_OPEN_TASKS: '100000',
@@ -485,6 +495,9 @@ export const sonarEnvSchema = z
     SONAR_FINALIZE_MAX_DELIVER: setting(d.SONAR_FINALIZE_MAX_DELIVER, integer(1)),
     SONAR_DRAIN_GRACE: setting(d.SONAR_DRAIN_GRACE, duration(0)),
     SONAR_SPOT_MARGIN: setting(d.SONAR_SPOT_MARGIN, duration(0)),
+    SONAR_WORKER_COMMANDS: setting(d.SONAR_WORKER_COMMANDS, (raw) =>
+      parseCommandPolicy(String(raw)),
+    ),
     SONAR_MAX_OUTPUT: setting(d.SONAR_MAX_OUTPUT, size),
     SONAR_MAX_INPUT: setting(d.SONAR_MAX_INPUT, size),
     SONAR_MAX_OPEN_TASKS: setting(d.SONAR_MAX_OPEN_TASKS, integer(1)),
@@ -569,6 +582,7 @@ export const sonarEnvSchema = z
       finalizeMaxDeliver: env.SONAR_FINALIZE_MAX_DELIVER,
       drainGraceMs: env.SONAR_DRAIN_GRACE,
       spotMarginMs: env.SONAR_SPOT_MARGIN,
+      workerCommands: env.SONAR_WORKER_COMMANDS,
       maxOutputBytes: env.SONAR_MAX_OUTPUT,
       maxInputBytes: env.SONAR_MAX_INPUT,
       maxOpenTasks: env.SONAR_MAX_OPEN_TASKS,
@@ -624,6 +638,7 @@ const FIELD_NAMES: Record<ConfigVariable, string> = {
   SONAR_FINALIZE_MAX_DELIVER: 'finalizeMaxDeliver',
   SONAR_DRAIN_GRACE: 'drainGraceMs',
   SONAR_SPOT_MARGIN: 'spotMarginMs',
+  SONAR_WORKER_COMMANDS: 'workerCommands',
   SONAR_MAX_OUTPUT: 'maxOutputBytes',
   SONAR_MAX_INPUT: 'maxInputBytes',
   SONAR_MAX_OPEN_TASKS: 'maxOpenTasks',

@@ -23,6 +23,7 @@ export { loadConfig, ConfigError } from './config.js';
 
 export type { WorkerState } from './worker/worker.js';
 export type { WorkerOptions, TaskHandler, HandlerContext } from './worker/options.js';
+export type { CommandPolicy, CommandsOption } from './worker/command-policy.js';
 export type { SonarClientOptions, Submitted, RunStatus } from './client/client.js';
 export type { RunFile } from './protocol.js';
 export type { SonarConfig } from './config.js';

@@ -23,6 +23,7 @@ const WHAT: Partial<Record<ConfigVariable, string>> = {
   SONAR_FINALIZE_MAX_DELIVER: 'deliveries of a finalization job before it is poisoned',
   SONAR_DRAIN_GRACE: 'how long a draining worker lets tasks finish',
   SONAR_SPOT_MARGIN: 'a spot drain ends this long before the notice time',
+  SONAR_WORKER_COMMANDS: 'task commands a worker runs: any, none, or an allow-list',
   SONAR_MAX_OUTPUT: 'largest task output',
   SONAR_MAX_INPUT: 'largest task input',
   SONAR_MAX_OPEN_TASKS: 'a submit past this many open (unsettled) tasks is refused',

@@ -3,6 +3,8 @@ import { ValidationError } from '../../actors/errors.js';
 import { assertId } from '../../actors/ids.js';
 import type { S3Config } from '../config.js';
 import { parseDuration } from '../duration.js';
+import { guardCommands, resolveCommandPolicy } from './command-policy.js';
+import type { CommandPolicy, CommandsOption } from './command-policy.js';
 import type { Logger } from '../log.js';
 import { silentLogger } from '../log.js';
 import type { ConnectSettings } from '../nats.js';
@@ -48,6 +50,17 @@ export interface WorkerOptions {
    */
   slots?: number;
   handler: TaskHandler;
+  /**
+   * `SONAR_WORKER_COMMANDS`: which task `command`s this worker accepts. `'any'`: every one;
+   * `'none'`: a task that carries a command is refused, only `handler` runs (what a worker
+   * whose handler never runs `ctx.command` should say); a list (or a comma-separated string)
+   * of absolute paths or names: a task's `command[0]` must be exactly one of them. A refused
+   * task fails for good (`retryable: false`, exit code -1) before `handler` is called.
+   * `'any'` is the default so that workers upgraded one at a time keep running the commands
+   * they ran before; set it on any worker that serves tags untrusted clients may submit to.
+   * @defaultValue `'any'`
+   */
+  commands?: CommandsOption;
   /** An open connection (not closed by the worker); otherwise one is made from `connection`. */
   nc?: NatsConnection;
   /**
@@ -136,8 +149,13 @@ export interface WorkerOptions {
 
 /** {@link WorkerOptions} with every default filled in and durations in ms. */
 export interface ResolvedWorkerOptions extends Required<
-  Omit<WorkerOptions, 'nc' | 'connection' | 's3' | 'outputs' | 'instanceId' | 'workerId' | 'host'>
+  Omit<
+    WorkerOptions,
+    'nc' | 'connection' | 's3' | 'outputs' | 'instanceId' | 'workerId' | 'host' | 'commands'
+  >
 > {
+  /** The task commands accepted; {@link ResolvedWorkerOptions.handler} already enforces it. */
+  commands: CommandPolicy;
   nc: NatsConnection | undefined;
   connection: ConnectSettings;
   s3: S3Config | undefined;
@@ -157,14 +175,18 @@ const ms = (value: Duration | undefined, fallback: string): number =>
  * Merges defaults, validates and converts durations (STYLE.md C3).
  *
  * @throws ValidationError naming the field: no tags, more than 64, a tag that is not an id,
- *   slots not a whole number of at least 1, or more than a pulse can list in 1 MiB.
+ *   slots not a whole number of at least 1, or more than a pulse can list in 1 MiB, or a
+ *   `commands` that is not `any`, `none` or a list of absolute paths or names.
  */
 export function resolveWorkerOptions(opts: WorkerOptions): ResolvedWorkerOptions {
   checkTagsAndSlots(opts.tags, opts.slots ?? 1);
+  const commands = resolveCommandPolicy(opts.commands);
   return {
     tags: opts.tags,
     slots: opts.slots ?? 1,
-    handler: opts.handler,
+    // The policy wraps the handler: a refused task fails before any code of the user's runs.
+    handler: guardCommands(opts.handler, commands, opts.log?.child({ component: 'worker' })),
+    commands,
     nc: opts.nc,
     connection: opts.connection ?? { natsUrl: 'nats://127.0.0.1:4222' },
     prefix: opts.prefix ?? 'sonar',

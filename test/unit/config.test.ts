@@ -42,6 +42,7 @@ describe('loadConfig', () => {
         finalizeMaxDeliver: 6,
         drainGraceMs: 20_000,
         spotMarginMs: 10_000,
+        workerCommands: { kind: 'any' },
         maxOutputBytes: 64 * 1024 * 1024,
         maxInputBytes: 256 * 1024,
         maxOpenTasks: 100_000,
@@ -98,6 +99,7 @@ describe('loadConfig', () => {
         SONAR_FINALIZE_MAX_DELIVER: '10',
         SONAR_DRAIN_GRACE: '0s',
         SONAR_SPOT_MARGIN: '5s',
+        SONAR_WORKER_COMMANDS: '/usr/bin/python3, echo',
         SONAR_MAX_OUTPUT: '1GiB',
         SONAR_MAX_INPUT: '512KiB',
         SONAR_MAX_OPEN_TASKS: '2500',
@@ -136,6 +138,7 @@ describe('loadConfig', () => {
         finalizeMaxDeliver: 10,
         drainGraceMs: 0,
         spotMarginMs: 5_000,
+        workerCommands: { kind: 'allow', executables: ['/usr/bin/python3', 'echo'] },
         maxOutputBytes: 1024 ** 3,
         maxInputBytes: 512 * 1024,
         maxOpenTasks: 2_500,
@@ -264,6 +267,8 @@ describe('loadConfig', () => {
       ['SONAR_FINALIZE_MAX_DELIVER', '-1', 'is not a whole number'],
       ['SONAR_DRAIN_GRACE', '20sec', 'is not a duration'],
       ['SONAR_SPOT_MARGIN', 'soon', 'is not a duration'],
+      ['SONAR_WORKER_COMMANDS', 'bin/sh', '"bin/sh" is not a command setting'],
+      ['SONAR_WORKER_COMMANDS', '/bin/sh,,echo', 'entry 2 is empty'],
       ['SONAR_MAX_OUTPUT', '64MB', 'is not a size (e.g. 64MiB)'],
       ['SONAR_MAX_OUTPUT', '0', 'must be more than 0'],
       ['SONAR_MAX_INPUT', '256k', 'is not a size'],
@@ -343,7 +348,7 @@ describe('loadConfig', () => {
 
 describe('configVariables', () => {
   it('lists the SONAR_* variables of DESIGN.md §9', () => {
-    expect(configVariables).toHaveLength(43);
+    expect(configVariables).toHaveLength(44);
     expect(configVariables[0]).toBe('SONAR_NATS_URL');
     expect(configVariables.every((v) => v.startsWith('SONAR_'))).toBe(true);
   });

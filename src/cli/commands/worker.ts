@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { loadConfig } from '../../config.js';
 import { createLogger } from '../../log.js';
 import { DEFAULT_MAX_PAYLOAD, maxSlotsFor } from '../../pulse-size.js';
+import { formatCommandPolicy } from '../../worker/command-policy.js';
 import { NonRetryableError } from '../../worker/errors.js';
 import type { TaskHandler } from '../../worker/options.js';
 import { runCommand } from '../../worker/task-runner.js';
@@ -19,11 +20,14 @@ interface WorkerFlags {
   spotMargin?: string;
   imdsUrl?: string;
   maxOutput?: string;
+  commands?: string;
 }
 
 /**
  * `sonar worker --tags a,b --slots N [--spot] [-- CMD ARGS...]` (DESIGN.md sections 6 and 8).
  * With `-- CMD` every task runs that command; without it, each task's own `command`.
+ * `--commands` (`SONAR_WORKER_COMMANDS`) limits which task commands are accepted: `any`,
+ * `none` or an allow-list; a task whose command is refused fails for good, and nothing runs.
  * SIGTERM or SIGINT drains (a second one releases at once); so does the death of the
  * supervisor that started it (`sonar workers`: its IPC channel closes). Exit 0 once drained,
  * 1 when the worker failed (e.g. the backend answered `conflict`: this worker was declared Lost).
@@ -45,6 +49,10 @@ export function registerWorker(program: Command): void {
     .option('--spot-margin <duration>', 'SONAR_SPOT_MARGIN (default 10s)')
     .option('--imds-url <url>', 'SONAR_IMDS_URL')
     .option('--max-output <size>', 'SONAR_MAX_OUTPUT (default 64MiB)')
+    .option(
+      '--commands <policy>',
+      'task commands accepted: any, none, or a comma-separated list of absolute paths or names (SONAR_WORKER_COMMANDS, default any)',
+    )
     .option('--server <url>', 'NATS server (default: SONAR_NATS_URL)')
     .option('--prefix <prefix>', 'topology prefix (default: SONAR_PREFIX)')
     .argument('[command...]', 'after `--`: the command to run for every task (argv, no shell)')
@@ -64,9 +72,15 @@ export function registerWorker(program: Command): void {
         SONAR_SPOT_MARGIN: flags.spotMargin,
         SONAR_IMDS_URL: flags.imdsUrl,
         SONAR_MAX_OUTPUT: flags.maxOutput,
+        SONAR_WORKER_COMMANDS: flags.commands,
       });
       const log = createLogger();
       const fixed = command.length > 0 ? command : null;
+      if (fixed === null && config.workerCommands.kind === 'none') {
+        throw new UsageError(
+          'SONAR_WORKER_COMMANDS (--commands) is none but no `-- CMD` was given: this worker could run no task',
+        );
+      }
       const handler: TaskHandler = (input, t) => {
         const argv = fixed ?? t.command;
         if (!argv) {
@@ -85,6 +99,7 @@ export function registerWorker(program: Command): void {
         tags,
         slots,
         handler,
+        commands: formatCommandPolicy(config.workerCommands),
         connection: config,
         prefix: config.prefix,
         ...(flags.workerId !== undefined && { workerId: flags.workerId }),
