@@ -45,10 +45,22 @@ export interface SonarConfig {
    */
   natsPassword?: string;
   /**
-   * `SONAR_NATS_TLS_CA`: path of a CA bundle to verify the server with.
+   * `SONAR_NATS_TLS_CA`: path of a CA bundle to verify the server with. Set, or a `tls://`
+   * URL, the connection requires TLS.
    * @defaultValue unset
    */
   natsTlsCa?: string;
+  /**
+   * `SONAR_NATS_TLS_CERT`: path of a client certificate, for a server that requires mutual
+   * TLS; with {@link SonarConfig.natsTlsKey} (both or neither).
+   * @defaultValue unset
+   */
+  natsTlsCert?: string;
+  /**
+   * `SONAR_NATS_TLS_KEY`: path of the client certificate's private key.
+   * @defaultValue unset
+   */
+  natsTlsKey?: string;
   /**
    * `SONAR_PREFIX`: renames every subject, stream and bucket (DESIGN.md §2). Lowercase
    * letters, digits, `_` and `-`, starting with a letter, at most 31 characters.
@@ -432,6 +444,8 @@ export const sonarEnvSchema = z
     SONAR_NATS_USER: optionalSetting(text),
     SONAR_NATS_PASSWORD: optionalSetting(text),
     SONAR_NATS_TLS_CA: optionalSetting(text),
+    SONAR_NATS_TLS_CERT: optionalSetting(text),
+    SONAR_NATS_TLS_KEY: optionalSetting(text),
     SONAR_PREFIX: setting(d.SONAR_PREFIX, prefix),
     SONAR_TICK: setting(d.SONAR_TICK, duration(1)),
     SONAR_PUBLISH_TIMEOUT: setting(d.SONAR_PUBLISH_TIMEOUT, duration(1)),
@@ -484,6 +498,14 @@ export const sonarEnvSchema = z
         `"${formatDuration(env.SONAR_LOCK_TTL)}" must be more than SONAR_TICK (${formatDuration(env.SONAR_TICK)})`,
       );
     }
+    // A certificate is useless without its key, and the reverse: refuse half a pair.
+    if ((env.SONAR_NATS_TLS_CERT === undefined) !== (env.SONAR_NATS_TLS_KEY === undefined)) {
+      const [missing, given] =
+        env.SONAR_NATS_TLS_CERT === undefined
+          ? ['SONAR_NATS_TLS_CERT', 'SONAR_NATS_TLS_KEY']
+          : ['SONAR_NATS_TLS_KEY', 'SONAR_NATS_TLS_CERT'];
+      problem(missing, `unset, but ${given} is set (set both for mutual TLS, or neither)`);
+    }
     const s3Set = S3_VARIABLES.filter((v) => env[v] !== undefined);
     const s3Missing = S3_VARIABLES.filter((v) => env[v] === undefined);
     if (s3Set.length > 0 && s3Missing[0] !== undefined) {
@@ -511,6 +533,8 @@ export const sonarEnvSchema = z
       natsUser: env.SONAR_NATS_USER,
       natsPassword: env.SONAR_NATS_PASSWORD,
       natsTlsCa: env.SONAR_NATS_TLS_CA,
+      natsTlsCert: env.SONAR_NATS_TLS_CERT,
+      natsTlsKey: env.SONAR_NATS_TLS_KEY,
       prefix: env.SONAR_PREFIX,
       tickMs: env.SONAR_TICK,
       publishTimeoutMs: env.SONAR_PUBLISH_TIMEOUT,
@@ -561,6 +585,8 @@ const FIELD_NAMES: Record<ConfigVariable, string> = {
   SONAR_NATS_USER: 'natsUser',
   SONAR_NATS_PASSWORD: 'natsPassword',
   SONAR_NATS_TLS_CA: 'natsTlsCa',
+  SONAR_NATS_TLS_CERT: 'natsTlsCert',
+  SONAR_NATS_TLS_KEY: 'natsTlsKey',
   SONAR_PREFIX: 'prefix',
   SONAR_TICK: 'tickMs',
   SONAR_PUBLISH_TIMEOUT: 'publishTimeoutMs',
