@@ -65,3 +65,44 @@ export async function natsTlsOptions(settings: NatsTlsSettings): Promise<TlsOpti
   }
   return tls;
 }
+
+/** Node's codes for a server certificate that does not chain up to a trusted CA. */
+const UNTRUSTED = new Set([
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'UNABLE_TO_GET_ISSUER_CERT',
+  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'CERT_UNTRUSTED',
+  'CERT_SIGNATURE_FAILURE',
+]);
+
+/** The alerts a server sends when it refuses the client's certificate, or its absence. */
+const CLIENT_REFUSED =
+  /alert (bad certificate|certificate required|unknown ca|certificate unknown)/;
+
+/**
+ * One line saying why a TLS handshake failed and which setting fixes it, or `undefined` when
+ * `err` (or its causes) is no TLS failure. OpenSSL's own messages span lines and name source
+ * files: `...:ssl3_read_bytes:sslv3 alert bad certificate:../deps/openssl/...:SSL alert number 42\n`.
+ */
+export function tlsFailure(err: unknown): string | undefined {
+  let e: unknown = err;
+  for (let depth = 0; e instanceof Error && depth < 5; depth++, e = e.cause) {
+    const { code, reason } = e as Error & { code?: unknown; reason?: unknown };
+    if (typeof code !== 'string') continue;
+    if (UNTRUSTED.has(code)) {
+      return `TLS: the server's certificate is not trusted (${e.message}): set SONAR_NATS_TLS_CA to the CA that signed it`;
+    }
+    if (code === 'CERT_HAS_EXPIRED') return `TLS: the server's certificate has expired`;
+    if (code === 'ERR_TLS_CERT_ALTNAME_INVALID') {
+      return `TLS: ${e.message} (the server's certificate must name the host of SONAR_NATS_URL)`;
+    }
+    if (code.startsWith('ERR_SSL_') && typeof reason === 'string') {
+      return CLIENT_REFUSED.test(reason)
+        ? `TLS: the server refused this client (${reason}): a server with mutual TLS needs SONAR_NATS_TLS_CERT and SONAR_NATS_TLS_KEY, signed by a CA it trusts`
+        : `TLS: ${reason}`;
+    }
+  }
+  return undefined;
+}

@@ -4,7 +4,7 @@ import type { ConnectionOptions, NatsConnection } from '@nats-io/transport-node'
 import { ErrorCode, SonarError } from '../actors/errors.js';
 import type { SonarConfig } from './config.js';
 import { coalesceWrites } from './nats-coalesce.js';
-import { natsTlsOptions } from './nats-tls.js';
+import { natsTlsOptions, tlsFailure } from './nats-tls.js';
 import type { NatsTlsSettings } from './nats-tls.js';
 
 export type ConnectSettings = Pick<
@@ -73,7 +73,7 @@ export async function connectNats(
     coalesceWrites(nc);
     return nc;
   } catch (err: unknown) {
-    const why = err instanceof Error ? err.message : String(err);
+    const why = tlsFailure(err) ?? (err instanceof Error ? err.message : String(err));
     throw new SonarError(
       ErrorCode.Unavailable,
       `cannot reach NATS at ${settings.natsUrl}: ${why}`,
