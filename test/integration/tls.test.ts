@@ -20,7 +20,9 @@ import { connectNats } from '../../src/nats.js';
 import { startNatsCluster } from '../helpers/nats-cluster.js';
 import { startNatsServer } from '../helpers/nats-server.js';
 import type { NatsServer } from '../helpers/nats-server.js';
-import { ROOT } from '../helpers/worker-fixtures.js';
+import { eventually } from '../helpers/eventually.js';
+import { killAll, runSonar, spawnSonar } from '../helpers/sonar-process.js';
+import { NO_IMDS, ROOT } from '../helpers/worker-fixtures.js';
 
 const run = promisify(execFile);
 const DEV_CA = join(ROOT, 'scripts', 'dev-ca.sh');
@@ -40,11 +42,15 @@ async function fragment(name: string): Promise<string> {
   return text.replaceAll('/etc/nats/certs/', `${certs}/`);
 }
 
-/** A server whose config is `body` (written to `<dir>/<name>.conf`, its includes beside it). */
+/**
+ * A JetStream server whose config is `body` (written to `<dir>/<name>.conf`, its includes
+ * beside it).
+ */
 async function serverWith(name: string, body: string): Promise<NatsServer> {
   const config = join(dir, `${name}.conf`);
-  await writeFile(config, body);
-  return startNatsServer({ config });
+  const storeDir = join(dir, `${name}-js`);
+  await writeFile(config, `jetstream { store_dir: ${JSON.stringify(storeDir)} }\n${body}`);
+  return startNatsServer({ config, storeDir });
 }
 
 /** Connects one-shot with the settings `env` gives, as any Sonar process reads them. */
@@ -112,6 +118,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  await killAll();
   await Promise.all([tlsServer?.stop(), mutualServer?.stop(), plainServer?.stop()]);
   await rm(dir, { recursive: true, force: true, maxRetries: 3 });
 });
@@ -217,6 +224,35 @@ describe('client port with mutual TLS (verify: true)', () => {
     );
     expect(err.code).toBe(ErrorCode.Validation);
     expect(err.message).toContain('SONAR_NATS_TLS_CERT and SONAR_NATS_TLS_KEY');
+  });
+});
+
+describe('sonar processes with mutual TLS', () => {
+  const envOf = (withClientCert: boolean): Record<string, string> => ({
+    SONAR_NATS_URL: mutualServer.url,
+    SONAR_NATS_TLS_CA: join(certs, 'ca.pem'),
+    ...(withClientCert && {
+      SONAR_NATS_TLS_CERT: join(certs, 'client.pem'),
+      SONAR_NATS_TLS_KEY: join(certs, 'client-key.pem'),
+    }),
+    SONAR_IMDS_URL: NO_IMDS,
+  });
+
+  it('a backend and a CLI verb connect with the settings; without the client certificate a verb fails in one line', async () => {
+    const backend = spawnSonar('tls backend', ['backend'], envOf(true));
+    await eventually(() => /backend started/.test(backend.stderr()) || !backend.running, {
+      timeoutMs: 30_000,
+      message: 'the backend starts over mutual TLS',
+    });
+    expect(backend.running, backend.stderr()).toBe(true);
+
+    const ok = await runSonar('tls export', ['export'], envOf(true));
+    expect(ok.code, ok.stderr).toBe(0);
+
+    const refused = await runSonar('tls export without cert', ['export'], envOf(false));
+    expect(refused.code).toBe(1);
+    expect(refused.stderr.trim()).toMatch(/^sonar: cannot reach NATS at [^\n]+$/);
+    await backend.kill();
   });
 });
 
