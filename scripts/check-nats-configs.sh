@@ -3,6 +3,7 @@
 # no start). They must stay valid on nats-server 2.9.10 (Debian bookworm).
 # Usage: scripts/check-nats-configs.sh [file.conf ...]   (default: deploy/nats/*.conf)
 # The binary can be overridden with NATS_SERVER_BIN, as in test/helpers/nats-server.ts.
+# Needs openssl too (scripts/dev-ca.sh makes the certificates the TLS fragments name).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -28,28 +29,51 @@ fi
 
 echo "check-nats-configs: $("$bin" --version)"
 # A config marked `# requires: nats-server >= 2.10` holds settings 2.9 refuses, each on a line
-# ending `# 2.10+`. On an older server it is checked without those lines, in a copy beside it
-# (so its `include`s resolve): every other line is still parsed and validated.
+# ending `# 2.10+`. On an older server it is checked without those lines: every other line is
+# still parsed and validated.
 version="$("$bin" --version | sed -E 's/.*v([0-9]+)\.([0-9]+).*/\1 \2/')"
 read -r major minor <<<"$version"
 newer_than_2_9() { [[ "$major" -gt 2 || ( "$major" -eq 2 && "$minor" -ge 10 ) ]]; }
 
+# The TLS fragments (tls.conf, cluster-tls.conf) name certificates under /etc/nats/certs,
+# and `-t` loads them: every file is checked in a scratch copy of its directory (so its
+# `include`s resolve) with those paths pointing at certificates made here by dev-ca.sh.
+scratch="$(mktemp -d)"
+trap 'rm -rf "$scratch"' EXIT
+"$root/scripts/dev-ca.sh" "$scratch/certs" sonar-nats-1 sonar-nats-2 sonar-nats-3 >/dev/null
+
+# A commented-out `# include ./tls.conf` or `# include ./cluster-tls.conf` is TLS a reader
+# may turn on: a config holding one is checked a second time with it turned on.
+tls_include='^([[:space:]]*)# (include \./(cluster-)?tls\.conf)[[:space:]]*$'
+
 failed=0
-for f in "${files[@]}"; do
-  check="$f"
-  note=""
-  if grep -q '^# requires: nats-server >= 2.10' "$f" && ! newer_than_2_9; then
-    check="$(dirname "$f")/.check-$(basename "$f")"
-    grep -v '# 2.10+$' "$f" >"$check"
-    note=" (without its 2.10+ lines: this server is older)"
-  fi
-  if out="$("$bin" -t -c "$check" 2>&1)"; then
-    echo "ok    ${f#"$root"/}$note"
+check() { # check <label> <file in scratch>
+  local out
+  if out="$("$bin" -t -c "$2" 2>&1)"; then
+    echo "ok    $1"
   else
-    echo "FAIL  ${f#"$root"/}$note" >&2
+    echo "FAIL  $1" >&2
     echo "$out" | sed 's/^/      /' >&2
     failed=1
   fi
-  [[ "$check" != "$f" ]] && rm -f "$check"
+}
+
+for f in "${files[@]}"; do
+  work="$scratch/$(basename "$f").d"
+  mkdir -p "$work"
+  cp "$(dirname "$f")"/*.conf "$work"/ 2>/dev/null || true
+  cp "$f" "$work"/
+  sed -i "s#/etc/nats/certs/#$scratch/certs/#g" "$work"/*.conf
+  target="$work/$(basename "$f")"
+  label="${f#"$root"/}"
+  if grep -q '^# requires: nats-server >= 2.10' "$f" && ! newer_than_2_9; then
+    grep -v '# 2.10+$' "$f" | sed "s#/etc/nats/certs/#$scratch/certs/#g" >"$target"
+    label+=" (without its 2.10+ lines: this server is older)"
+  fi
+  check "$label" "$target"
+  if grep -Eq "$tls_include" "$target"; then
+    sed -i -E "s|$tls_include|\1\2|" "$target"
+    check "$label, TLS on" "$target"
+  fi
 done
 exit "$failed"

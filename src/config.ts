@@ -47,10 +47,22 @@ export interface SonarConfig {
    */
   natsPassword?: string;
   /**
-   * `SONAR_NATS_TLS_CA`: path of a CA bundle to verify the server with.
+   * `SONAR_NATS_TLS_CA`: path of a CA bundle to verify the server with. Set, or a `tls://`
+   * URL, the connection requires TLS.
    * @defaultValue unset
    */
   natsTlsCa?: string;
+  /**
+   * `SONAR_NATS_TLS_CERT`: path of a client certificate, for a server that requires mutual
+   * TLS; with {@link SonarConfig.natsTlsKey} (both or neither).
+   * @defaultValue unset
+   */
+  natsTlsCert?: string;
+  /**
+   * `SONAR_NATS_TLS_KEY`: path of the client certificate's private key.
+   * @defaultValue unset
+   */
+  natsTlsKey?: string;
   /**
    * `SONAR_NATS_INBOX_PREFIX`: where this process's NATS replies arrive. A credential made
    * by `sonar creds init` may subscribe only under its role's prefix (`_INBOX_R.<role>`), so
@@ -475,6 +487,8 @@ export const sonarEnvSchema = z
     SONAR_NATS_USER: optionalSetting(text),
     SONAR_NATS_PASSWORD: optionalSetting(text),
     SONAR_NATS_TLS_CA: optionalSetting(text),
+    SONAR_NATS_TLS_CERT: optionalSetting(text),
+    SONAR_NATS_TLS_KEY: optionalSetting(text),
     SONAR_NATS_INBOX_PREFIX: optionalSetting(text),
     SONAR_WORKER_SIGNING_KEY: optionalSetting(text),
     SONAR_WORKER_CREDENTIAL_TTL: setting(d.SONAR_WORKER_CREDENTIAL_TTL, duration(1)),
@@ -535,6 +549,14 @@ export const sonarEnvSchema = z
         `"${formatDuration(env.SONAR_LOCK_TTL)}" must be more than SONAR_TICK (${formatDuration(env.SONAR_TICK)})`,
       );
     }
+    // A certificate is useless without its key, and the reverse: refuse half a pair.
+    if ((env.SONAR_NATS_TLS_CERT === undefined) !== (env.SONAR_NATS_TLS_KEY === undefined)) {
+      const [missing, given] =
+        env.SONAR_NATS_TLS_CERT === undefined
+          ? ['SONAR_NATS_TLS_CERT', 'SONAR_NATS_TLS_KEY']
+          : ['SONAR_NATS_TLS_KEY', 'SONAR_NATS_TLS_CERT'];
+      problem(missing, `unset, but ${given} is set (set both for mutual TLS, or neither)`);
+    }
     const s3Set = S3_VARIABLES.filter((v) => env[v] !== undefined);
     const s3Missing = S3_VARIABLES.filter((v) => env[v] === undefined);
     if (s3Set.length > 0 && s3Missing[0] !== undefined) {
@@ -562,6 +584,8 @@ export const sonarEnvSchema = z
       natsUser: env.SONAR_NATS_USER,
       natsPassword: env.SONAR_NATS_PASSWORD,
       natsTlsCa: env.SONAR_NATS_TLS_CA,
+      natsTlsCert: env.SONAR_NATS_TLS_CERT,
+      natsTlsKey: env.SONAR_NATS_TLS_KEY,
       natsInboxPrefix: env.SONAR_NATS_INBOX_PREFIX,
       workerSigningKey: env.SONAR_WORKER_SIGNING_KEY,
       workerCredentialTtlMs: env.SONAR_WORKER_CREDENTIAL_TTL,
@@ -618,6 +642,8 @@ const FIELD_NAMES: Record<ConfigVariable, string> = {
   SONAR_NATS_USER: 'natsUser',
   SONAR_NATS_PASSWORD: 'natsPassword',
   SONAR_NATS_TLS_CA: 'natsTlsCa',
+  SONAR_NATS_TLS_CERT: 'natsTlsCert',
+  SONAR_NATS_TLS_KEY: 'natsTlsKey',
   SONAR_NATS_INBOX_PREFIX: 'natsInboxPrefix',
   SONAR_WORKER_SIGNING_KEY: 'workerSigningKey',
   SONAR_WORKER_CREDENTIAL_TTL: 'workerCredentialTtlMs',

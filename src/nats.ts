@@ -4,11 +4,14 @@ import type { ConnectionOptions, NatsConnection } from '@nats-io/transport-node'
 import { ErrorCode, SonarError } from '../actors/errors.js';
 import type { SonarConfig } from './config.js';
 import { coalesceWrites } from './nats-coalesce.js';
+import { natsTlsOptions, tlsFailure } from './nats-tls.js';
+import type { NatsTlsSettings } from './nats-tls.js';
 
 export type ConnectSettings = Pick<
   SonarConfig,
   'natsUrl' | 'natsCreds' | 'natsUser' | 'natsPassword' | 'natsTlsCa' | 'natsInboxPrefix'
->;
+> &
+  NatsTlsSettings;
 
 /**
  * How a connection lives through an outage.
@@ -65,13 +68,14 @@ export async function connectNats(
     opts.user = settings.natsUser;
     opts.pass = settings.natsPassword ?? '';
   }
-  if (settings.natsTlsCa) opts.tls = { caFile: settings.natsTlsCa };
+  const tls = await natsTlsOptions(settings);
+  if (tls !== undefined) opts.tls = tls;
   try {
     const nc = await connect(opts);
     coalesceWrites(nc);
     return nc;
   } catch (err: unknown) {
-    const why = err instanceof Error ? err.message : String(err);
+    const why = tlsFailure(err) ?? (err instanceof Error ? err.message : String(err));
     throw new SonarError(
       ErrorCode.Unavailable,
       `cannot reach NATS at ${settings.natsUrl}: ${why}`,

@@ -23,6 +23,8 @@ export interface NatsClusterOptions {
   name?: string;
   /** How long to wait for a JetStream meta leader (default 20 s). */
   readyTimeoutMs?: number;
+  /** Lines added inside every node's `cluster { }` block, e.g. an `include` of route TLS. */
+  clusterConfig?: string;
 }
 
 export interface NatsClusterNode extends NatsServer {
@@ -77,6 +79,7 @@ function nodeConfig(args: {
   clusterPort: number;
   storeDir: string;
   routePorts: number[];
+  clusterConfig: string | undefined;
 }): string {
   const routes = args.routePorts.map((p) => `    nats-route://127.0.0.1:${p}`).join('\n');
   return [
@@ -91,6 +94,7 @@ function nodeConfig(args: {
     `  routes: [`,
     routes,
     `  ]`,
+    ...(args.clusterConfig !== undefined ? [args.clusterConfig] : []),
     `}`,
     '',
   ].join('\n');
@@ -140,7 +144,15 @@ export async function startNatsCluster(opts: NatsClusterOptions = {}): Promise<N
         const routePorts = clusterPorts.filter((p) => p !== clusterPort);
         await writeFile(
           config,
-          nodeConfig({ name, clusterName, port, clusterPort, storeDir, routePorts }),
+          nodeConfig({
+            name,
+            clusterName,
+            port,
+            clusterPort,
+            storeDir,
+            routePorts,
+            clusterConfig: opts.clusterConfig,
+          }),
         );
         const server = await startNatsServer({ config, port, storeDir });
         return Object.assign(server, { name, clusterPort });

@@ -59,7 +59,16 @@ describe('loadConfig', () => {
 
     it('leaves optional settings absent', () => {
       const config = loadConfig({});
-      for (const key of ['natsCreds', 'natsUser', 'natsPassword', 'natsTlsCa', 'httpPort', 's3']) {
+      for (const key of [
+        'natsCreds',
+        'natsUser',
+        'natsPassword',
+        'natsTlsCa',
+        'natsTlsCert',
+        'natsTlsKey',
+        'httpPort',
+        's3',
+      ]) {
         expect(config).not.toHaveProperty(key);
       }
     });
@@ -84,6 +93,8 @@ describe('loadConfig', () => {
         SONAR_NATS_USER: 'alice',
         SONAR_NATS_PASSWORD: 's3cret pass',
         SONAR_NATS_TLS_CA: '/etc/ssl/ca.pem',
+        SONAR_NATS_TLS_CERT: '/etc/ssl/client.pem',
+        SONAR_NATS_TLS_KEY: '/etc/ssl/client-key.pem',
         SONAR_PREFIX: 't_ab-1',
         SONAR_TICK: '250ms',
         SONAR_PUBLISH_TIMEOUT: '1m',
@@ -122,6 +133,8 @@ describe('loadConfig', () => {
         natsUser: 'alice',
         natsPassword: 's3cret pass',
         natsTlsCa: '/etc/ssl/ca.pem',
+        natsTlsCert: '/etc/ssl/client.pem',
+        natsTlsKey: '/etc/ssl/client-key.pem',
         workerCredentialTtlMs: 3_600_000,
         prefix: 't_ab-1',
         tickMs: 250,
@@ -332,6 +345,18 @@ describe('loadConfig', () => {
       expect(err.message).toContain('SONAR_S3_ENDPOINT, SONAR_S3_BUCKET are set');
     });
 
+    it('wants SONAR_NATS_TLS_CERT and SONAR_NATS_TLS_KEY both or neither', () => {
+      const noKey = refused(() => loadConfig({ SONAR_NATS_TLS_CERT: '/etc/ssl/client.pem' }));
+      expect(noKey.variable).toBe('SONAR_NATS_TLS_KEY');
+      expect(noKey.value).toBeUndefined();
+      expect(noKey.message).toBe(
+        'SONAR_NATS_TLS_KEY: unset, but SONAR_NATS_TLS_CERT is set (set both for mutual TLS, or neither)',
+      );
+      const noCert = refused(() => loadConfig({ SONAR_NATS_TLS_KEY: '/etc/ssl/client-key.pem' }));
+      expect(noCert.variable).toBe('SONAR_NATS_TLS_CERT');
+      expect(noCert.message).toContain('but SONAR_NATS_TLS_KEY is set');
+    });
+
     it('never puts a secret in the message', () => {
       const err = refused(() =>
         loadConfig({
@@ -348,7 +373,7 @@ describe('loadConfig', () => {
 
 describe('configVariables', () => {
   it('lists the SONAR_* variables of DESIGN.md §9', () => {
-    expect(configVariables).toHaveLength(44);
+    expect(configVariables).toHaveLength(46);
     expect(configVariables[0]).toBe('SONAR_NATS_URL');
     expect(configVariables.every((v) => v.startsWith('SONAR_'))).toBe(true);
   });
