@@ -72,7 +72,7 @@ describe('a worker acts under its own id only', () => {
     await as('w1').request('leave', { workerId: 'w1' });
   });
 
-  it('refuses a result for another worker held attempt, even with its sniffed token', async () => {
+  it('refuses a start of another tag, and a result for an attempt another worker holds, even with its token', async () => {
     const { as, ctx, n } = await world();
     await new SonarClient(nc, { prefix: n.prefix }).submit(
       runFileOf('r1', [{ id: 's1', tags: ['a'], count: 1 }]),
@@ -87,6 +87,11 @@ describe('a worker acts under its own id only', () => {
     m.ack();
     const d = m.json<DispatchMessage>();
     const attempt = { runId: d.runId, taskId: d.taskId, attemptId: d.attemptId, token: d.token };
+    // A worker of another tag that took the message may not run it.
+    await as('w3').request('join', { ...join('w3'), tags: ['b'] });
+    expect(await refusal(as('w3').request('start', { ...attempt, workerId: 'w3' }))).toBe(
+      'forbidden',
+    );
     await as('w1').request('start', { ...attempt, workerId: 'w1' });
     const output = { inline: 'aGk=', bytes: 2 };
     // Under its own id, the holder check refuses it; under the holder's id, the subject does.

@@ -15,6 +15,7 @@ import type { Handlers } from '../api-service.js';
 import type { BackendContext } from '../context.js';
 import { didHappen, resolveAttempt, staleError } from './attempt.js';
 import type { AttemptRequest, ResolvedAttempt } from './attempt.js';
+import type { WorkerSnapshot } from '../../../actors/projection.js';
 import { goneError, notJoinedError, requireLiveWorker, workerOf } from './worker-state.js';
 
 /** The answer to every attempt-scoped request: the same for a retry (DESIGN.md section 6). */
@@ -46,6 +47,8 @@ interface AttemptVerb {
   retryWhenStale: boolean;
   /** Re-runs the follow-up of a request carried out before (e.g. the finalization enqueue). */
   again?(): Promise<unknown>;
+  /** Refuses the request for this worker before anything is appended. */
+  allowed?(a: ResolvedAttempt, worker: WorkerSnapshot): void;
 }
 
 /**
@@ -59,9 +62,10 @@ async function handleAttempt(
   req: AttemptRequest,
   verb: AttemptVerb,
 ): Promise<ReturnType<typeof attemptReply>> {
-  await requireLiveWorker(ctx, req.workerId);
+  const worker = await requireLiveWorker(ctx, req.workerId);
   // requireLiveWorker caught up with the whole stream as of this request: the task too.
   const a = await resolveAttempt(ctx, req, { synced: true });
+  verb.allowed?.(a, worker);
   const holder = a.task.context.workerId;
   // A redelivered dispatch message can hand one attempt to two workers: only the one that
   // started it may report on it.
@@ -202,6 +206,7 @@ export function workerHandlers(ctx: BackendContext): Handlers {
             id: `start.${req.attemptId}`,
           }),
         done: sameWorker(req),
+        allowed: servesTag,
       }),
 
     result: (req) => {
@@ -331,6 +336,21 @@ export function workerHandlers(ctx: BackendContext): Handlers {
       return { workerId: req.workerId };
     },
   };
+}
+
+/**
+ * A worker starts only tasks dispatched to a tag it joined with. Its credential may pull
+ * from every tag's consumer (NATS permissions cannot follow each worker's tags), so this is
+ * where a worker that took another tag's message is stopped from running it.
+ */
+function servesTag(a: ResolvedAttempt, worker: WorkerSnapshot): void {
+  const tag = a.task.context.tag;
+  if (tag === null || worker.context.tags.includes(tag)) return;
+  throw new SonarError(
+    ErrorCode.Forbidden,
+    `${a.subject}: dispatched to tag ${tag}, which worker ${worker.context.workerId} did not join with`,
+    { tag, workerId: worker.context.workerId },
+  );
 }
 
 /** What a join declares; a second join with the same id must declare the same. */
