@@ -11,6 +11,7 @@ import { registerWorker } from './commands/worker.js';
 import { registerDev } from './commands/dev.js';
 import { registerRerun } from './commands/rerun.js';
 import { registerResults } from './commands/results.js';
+import { registerRevoke } from './commands/revoke.js';
 import { registerStatus } from './commands/status.js';
 import { registerWorkers } from './commands/workers.js';
 import { registerSweep } from './commands/sweep.js';
@@ -31,6 +32,7 @@ export function buildProgram(): Command {
   registerWorker(program);
   registerSubmit(program);
   registerCancel(program);
+  registerRevoke(program);
   registerPlan(program);
   registerDev(program);
   registerWorkers(program);
