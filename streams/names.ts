@@ -18,6 +18,7 @@ export interface Names {
     schedule: string;
     finalizeErrors: string;
     results: string;
+    sessions: string;
   };
   objectStores: { outputs: string; snapshots: string };
   consumers: { dispatch(tag: string): string; finalizer: string };
@@ -68,6 +69,7 @@ export function names(prefix = 'sonar'): Names {
       schedule: `${prefix}_schedule`,
       finalizeErrors: `${prefix}_finalize_errors`,
       results: `${prefix}_results`,
+      sessions: `${prefix}_sessions`,
     },
     objectStores: { outputs: `${prefix}_outputs`, snapshots: `${prefix}_snapshots` },
     consumers: { dispatch: (tag) => `dispatch_${tag}`, finalizer: 'finalizer' },

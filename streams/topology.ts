@@ -21,7 +21,16 @@ export interface TopologyOptions {
    * from `SONAR_EVENTS_MAX_BYTES` by the backend (src/backend/store-room.ts).
    */
   eventsMaxBytes: number;
+  /**
+   * The dashboard's session lifetime: the `sessions` bucket's TTL. Resolved from
+   * `SONAR_SESSION_TTL` by the backend.
+   * @defaultValue {@link DEFAULT_SESSION_TTL_MS}
+   */
+  sessionTtlMs?: number;
 }
+
+/** A dashboard login lasts this long unless `SONAR_SESSION_TTL` says otherwise. */
+export const DEFAULT_SESSION_TTL_MS = 12 * 60 * 60_000;
 
 export const DEFAULT_TOPOLOGY_OPTIONS: TopologyOptions = {
   replicas: 1,
@@ -122,6 +131,14 @@ export function topology(n: Names, opts: TopologyOptions): Topology {
       { bucket: n.buckets.finalizeErrors, ttlMs: 0, history: 10 },
       // The default results sink: one record per task, upserted.
       { bucket: n.buckets.results, ttlMs: 0, history: 1 },
+      // Dashboard logins, keyed by the hash of the cookie's random id. Shared, so a logout
+      // (a delete) holds on every backend; the bucket TTL is the session lifetime, counted
+      // from the login (a session is written once).
+      {
+        bucket: n.buckets.sessions,
+        ttlMs: opts.sessionTtlMs ?? DEFAULT_SESSION_TTL_MS,
+        history: 1,
+      },
     ],
     objectStores: [n.objectStores.outputs, n.objectStores.snapshots],
     consumers: [{ stream: n.streams.finalize, config: finalizerConsumer(n, opts) }],

@@ -86,6 +86,7 @@ export class Backend {
       finalizeLeaseMs: config.finalizeLeaseMs,
       finalizeMaxDeliver: config.finalizeMaxDeliver,
       eventsMaxBytes,
+      sessionTtlMs: config.sessionTtlMs,
     }).catch((err: unknown) => {
       throw eventsBoundRefusal(err, eventsMaxBytes);
     });
