@@ -79,6 +79,10 @@ describe('dashboard sessions in the shared bucket', () => {
       expect(page.status).toBe(303);
       expect(page.headers.get('location')).toBe('/login?next=%2Fruns');
     }
+    // Logging out again (an ended session) still clears the cookie.
+    const again = await call(`${b.url}/logout`, { method: 'POST', ...withCookie(cookie) });
+    expect(again.status).toBe(303);
+    expect(again.headers.get('set-cookie')).toMatch(/^sonar_session=;.*Max-Age=0/);
     // Another session of the same user is untouched.
     expect((await call(`${b.url}/api/overview`, withCookie(other))).status).toBe(200);
   });

@@ -142,6 +142,10 @@ export function pageRoutes(router: Router, deps: PageDeps): void {
     });
 }
 
-/** Reachable without the token: the login form and the assets it needs (nothing secret). */
+/**
+ * Reachable without the token: the login form and the assets it needs (nothing secret), and
+ * the logout, which only ends the session its cookie names, so that a session already
+ * expired still gets its cookie cleared (cross-site posts are refused like any other).
+ */
 export const isPublicPath = (pathname: string): boolean =>
-  pathname.startsWith('/assets/') || pathname === '/login';
+  pathname.startsWith('/assets/') || pathname === '/login' || pathname === '/logout';
