@@ -105,6 +105,17 @@ describe('deploy/ YAML', () => {
       }
     });
 
+    it('serves no dashboard beyond loopback without a token', () => {
+      for (const [name, service] of Object.entries(services)) {
+        const env = (service['environment'] ?? {}) as Record<string, string>;
+        if (env['SONAR_HTTP_PORT'] === undefined) continue;
+        const http = Object.fromEntries(
+          Object.entries(env).filter(([k]) => /^SONAR_(HTTP_|DASHBOARD)/.test(k)),
+        );
+        expect(httpExposureProblem(loadConfig(http)), name).toBeNull();
+      }
+    });
+
     it('lets a worker drain before it is killed', () => {
       const env = at(services, 'worker', 'environment') as Record<string, string>;
       const grace = parseDuration(String(at(services, 'worker', 'stop_grace_period')));
