@@ -27,12 +27,12 @@ const LAG_READ_TIMEOUT_MS = 1_000;
  * text), plus every registered route. Runs only when `SONAR_HTTP_PORT` (or `--http-port`)
  * is set.
  *
- * - `/readyz` (send me requests): connected, JetStream answering, the projection caught up
- *   once and now no more than {@link READY_LAG_BOUND} events behind its stream.
  * With `SONAR_DASHBOARD=off` (probes-only mode) nothing else is mounted: every other path is
  * 404, so the port may bind any address without a token. With the dashboard on, a bind
  * beyond loopback needs `SONAR_HTTP_TOKEN` ({@link assertHttpExposure} refuses to start).
  *
+ * - `/readyz` (send me requests): connected, JetStream answering, the projection caught up
+ *   once and now no more than {@link READY_LAG_BOUND} events behind its stream.
  * - `/healthz` (do not restart me): fails only when a restart would help (the connection
  *   closed for good, the projection loop stopped, a reconcile pass stuck while the server
  *   answers: src/backend/liveness.ts), never merely because NATS is out of reach, so that
