@@ -234,6 +234,31 @@ export interface SonarConfig {
    */
   httpToken?: string;
   /**
+   * `SONAR_DASHBOARD`: `off` serves only `/metrics`, `/healthz` and `/readyz` on the HTTP port
+   * (probes-only mode, safe on any address without a token); every other path is 404.
+   * @defaultValue on
+   */
+  dashboard: boolean;
+  /**
+   * `SONAR_SESSION_TTL`: how long a dashboard login lasts; sessions live in the
+   * `sonar_sessions` bucket, whose TTL this is, so every backend honours it and a logout.
+   * @defaultValue 12h
+   */
+  sessionTtlMs: number;
+  /**
+   * `SONAR_HTTP_SECURE_COOKIE`: whether the session cookie is `Secure`. `auto`: when the
+   * login arrived over TLS or with `X-Forwarded-Proto: https` (a TLS-terminating proxy).
+   * @defaultValue auto
+   */
+  httpSecureCookie: 'auto' | boolean;
+  /**
+   * `SONAR_HTTP_TRUSTED_PROXIES`: how many proxies in front of the HTTP port append to
+   * `X-Forwarded-For`; the client address (failed-login limits) is that many entries from
+   * its right. 0: the socket's peer address, and the header is ignored.
+   * @defaultValue 0
+   */
+  httpTrustedProxies: number;
+  /**
    * `SONAR_RETENTION`: events, results and outputs of runs finished longer ago are purged.
    * @defaultValue 30d
    */
@@ -324,6 +349,10 @@ export const configDefaults = {
   SONAR_LOCK_TTL: '10s',
   SONAR_REPLICAS: '1',
   SONAR_EVENTS_MAX_BYTES: 'auto',
+  SONAR_DASHBOARD: 'on',
+  SONAR_SESSION_TTL: '12h',
+  SONAR_HTTP_SECURE_COOKIE: 'auto',
+  SONAR_HTTP_TRUSTED_PROXIES: '0',
   SONAR_RETENTION: '30d',
   SONAR_FULL_SWEEP: '1h',
   SONAR_STOP_GRACE: '10s',
@@ -414,6 +443,15 @@ const flag: Parser<boolean> = (raw) => {
   if (TRUE.has(value)) return true;
   if (FALSE.has(value)) return false;
   throw new Error(`${show(raw)} is not a boolean (1, true, 0 or false)`);
+};
+
+const flagOrAuto: Parser<boolean | 'auto'> = (raw) => {
+  if (String(raw).trim().toLowerCase() === 'auto') return 'auto';
+  try {
+    return flag(raw);
+  } catch {
+    throw new Error(`${show(raw)} is not auto, true or false`);
+  }
 };
 
 const port: Parser<number> = (raw) => {
@@ -521,6 +559,10 @@ export const sonarEnvSchema = z
     SONAR_HTTP_PORT: optionalSetting(port),
     SONAR_HTTP_HOST: optionalSetting(text),
     SONAR_HTTP_TOKEN: optionalSetting(text),
+    SONAR_DASHBOARD: setting(d.SONAR_DASHBOARD, flag),
+    SONAR_SESSION_TTL: setting(d.SONAR_SESSION_TTL, duration(1)),
+    SONAR_HTTP_SECURE_COOKIE: setting(d.SONAR_HTTP_SECURE_COOKIE, flagOrAuto),
+    SONAR_HTTP_TRUSTED_PROXIES: setting(d.SONAR_HTTP_TRUSTED_PROXIES, integer(0, 16)),
     SONAR_RETENTION: setting(d.SONAR_RETENTION, duration(1)),
     SONAR_FULL_SWEEP: setting(d.SONAR_FULL_SWEEP, duration(1)),
     SONAR_STOP_GRACE: setting(d.SONAR_STOP_GRACE, duration(1)),
@@ -616,6 +658,10 @@ export const sonarEnvSchema = z
       httpPort: env.SONAR_HTTP_PORT,
       httpHost: env.SONAR_HTTP_HOST,
       httpToken: env.SONAR_HTTP_TOKEN,
+      dashboard: env.SONAR_DASHBOARD,
+      sessionTtlMs: env.SONAR_SESSION_TTL,
+      httpSecureCookie: env.SONAR_HTTP_SECURE_COOKIE,
+      httpTrustedProxies: env.SONAR_HTTP_TRUSTED_PROXIES,
       retentionMs: env.SONAR_RETENTION,
       fullSweepMs: env.SONAR_FULL_SWEEP,
       stopGraceMs: env.SONAR_STOP_GRACE,
@@ -674,6 +720,10 @@ const FIELD_NAMES: Record<ConfigVariable, string> = {
   SONAR_HTTP_PORT: 'httpPort',
   SONAR_HTTP_HOST: 'httpHost',
   SONAR_HTTP_TOKEN: 'httpToken',
+  SONAR_DASHBOARD: 'dashboard',
+  SONAR_SESSION_TTL: 'sessionTtlMs',
+  SONAR_HTTP_SECURE_COOKIE: 'httpSecureCookie',
+  SONAR_HTTP_TRUSTED_PROXIES: 'httpTrustedProxies',
   SONAR_RETENTION: 'retentionMs',
   SONAR_FULL_SWEEP: 'fullSweepMs',
   SONAR_STOP_GRACE: 'stopGraceMs',

@@ -20,6 +20,7 @@ export interface Names {
     results: string;
     /** Which public key may act under each worker id (secure mode). */
     enrollments: string;
+    sessions: string;
   };
   objectStores: { outputs: string; snapshots: string };
   consumers: { dispatch(tag: string): string; finalizer: string };
@@ -83,6 +84,7 @@ export function names(prefix = 'sonar'): Names {
       finalizeErrors: `${prefix}_finalize_errors`,
       results: `${prefix}_results`,
       enrollments: `${prefix}_enrollments`,
+      sessions: `${prefix}_sessions`,
     },
     objectStores: { outputs: `${prefix}_outputs`, snapshots: `${prefix}_snapshots` },
     consumers: { dispatch: (tag) => `dispatch_${tag}`, finalizer: 'finalizer' },

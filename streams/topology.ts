@@ -21,7 +21,16 @@ export interface TopologyOptions {
    * from `SONAR_EVENTS_MAX_BYTES` by the backend (src/backend/store-room.ts).
    */
   eventsMaxBytes: number;
+  /**
+   * The dashboard's session lifetime: the `sessions` bucket's TTL. Resolved from
+   * `SONAR_SESSION_TTL` by the backend.
+   * @defaultValue {@link DEFAULT_SESSION_TTL_MS}
+   */
+  sessionTtlMs?: number;
 }
+
+/** A dashboard login lasts this long unless `SONAR_SESSION_TTL` says otherwise. */
+export const DEFAULT_SESSION_TTL_MS = 12 * 60 * 60_000;
 
 export const DEFAULT_TOPOLOGY_OPTIONS: TopologyOptions = {
   replicas: 1,
@@ -131,6 +140,15 @@ export function topology(n: Names, opts: TopologyOptions): Topology {
       // Which public key holds each worker id (secure mode); kept a week past its last
       // renewal, far longer than any credential lives.
       { bucket: n.buckets.enrollments, ttlMs: ENROLLMENT_TTL_MS, history: 1, rollups: false },
+      // Dashboard logins, keyed by the hash of the cookie's random id. Shared, so a logout
+      // (a delete) holds on every backend; the bucket TTL is the session lifetime, counted
+      // from the login (a session is written once).
+      {
+        bucket: n.buckets.sessions,
+        ttlMs: opts.sessionTtlMs ?? DEFAULT_SESSION_TTL_MS,
+        history: 1,
+        rollups: false,
+      },
     ],
     objectStores: [n.objectStores.outputs, n.objectStores.snapshots],
     consumers: [{ stream: n.streams.finalize, config: finalizerConsumer(n, opts) }],

@@ -87,6 +87,7 @@ export class Backend {
       finalizeLeaseMs: config.finalizeLeaseMs,
       finalizeMaxDeliver: config.finalizeMaxDeliver,
       eventsMaxBytes,
+      sessionTtlMs: config.sessionTtlMs,
     }).catch((err: unknown) => {
       throw eventsBoundRefusal(err, eventsMaxBytes);
     });

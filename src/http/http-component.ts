@@ -5,11 +5,13 @@ import { eventsStoreRoom } from '../backend/events-store-room.js';
 import { registeredHttpRoutes } from './routes.js';
 import type { HttpRoutes } from './routes.js';
 import { HttpServer, sendJson } from './server.js';
+import { assertHttpExposure } from './exposure.js';
 import { settleWithin } from '../grace.js';
 
 export interface HttpComponentOptions {
   /**
-   * Routes mounted besides the registered ones (src/http/routes.ts).
+   * Routes mounted besides the registered ones (src/http/routes.ts); neither is mounted in
+   * probes-only mode (`SONAR_DASHBOARD=off`).
    * @defaultValue none
    */
   routes?: HttpRoutes[];
@@ -24,6 +26,10 @@ const LAG_READ_TIMEOUT_MS = 1_000;
  * The backend's HTTP server as a component: `/healthz`, `/readyz`, `/metrics` (Prometheus
  * text), plus every registered route. Runs only when `SONAR_HTTP_PORT` (or `--http-port`)
  * is set.
+ *
+ * With `SONAR_DASHBOARD=off` (probes-only mode) nothing else is mounted: every other path is
+ * 404, so the port may bind any address without a token. With the dashboard on, a bind
+ * beyond loopback needs `SONAR_HTTP_TOKEN` ({@link assertHttpExposure} refuses to start).
  *
  * - `/readyz` (send me requests): connected, JetStream answering, the projection caught up
  *   once and now no more than {@link READY_LAG_BOUND} events behind its stream.
@@ -42,6 +48,7 @@ export class HttpComponent implements Component {
     port: number,
     private readonly opts: HttpComponentOptions = {},
   ) {
+    assertHttpExposure(ctx.config);
     this.server = new HttpServer({
       port,
       host: ctx.config.httpHost,
@@ -121,8 +128,10 @@ export class HttpComponent implements Component {
         res.writeHead(200, { 'content-type': this.metrics.contentType });
         res.end(text);
       });
-    for (const install of [...registeredHttpRoutes(), ...(this.opts.routes ?? [])]) {
-      install(server, ctx);
+    if (ctx.config.dashboard) {
+      for (const install of [...registeredHttpRoutes(), ...(this.opts.routes ?? [])]) {
+        install(server, ctx);
+      }
     }
     await server.start();
     ctx.log.info('http server listening', { url: server.url });

@@ -150,6 +150,24 @@ describe('access control with deploy/nats/accounts.conf', () => {
     expect(tokens.size).toBeGreaterThanOrEqual(3);
   }, 120_000);
 
+  it('only the backend credential reaches the dashboard sessions bucket', async () => {
+    const own = await new Kvm(await connectAs('backend')).open(n.buckets.sessions);
+    await own.put('acl-session', '{"createdAt":0}');
+    expect((await own.get('acl-session'))?.string()).toBe('{"createdAt":0}');
+    for (const role of ['operator', 'worker', 'client'] as const) {
+      const nc = await connectAs(role);
+      const read = async () => {
+        const kv = await new Kvm(jetstream(nc, { timeout: 2_000 })).open(n.buckets.sessions);
+        return kv.get('acl-session');
+      };
+      await expect(read(), role).rejects.toThrow();
+      nc.publish(`$KV.${n.buckets.sessions}.forged`, '{"createdAt":0}');
+      await nc.flush();
+    }
+    await own.delete('acl-session');
+    expect(await own.get('forged')).toBeNull();
+  });
+
   it('a worker credential cannot append events or publish dispatch messages', async () => {
     const nc = await connectAs('worker');
     const events = await messagesIn(n.streams.events);

@@ -49,6 +49,10 @@ describe('loadConfig', () => {
         lockTtlMs: 10_000,
         replicas: 1,
         eventsMaxBytes: 'auto',
+        dashboard: true,
+        sessionTtlMs: 12 * 3_600_000,
+        httpSecureCookie: 'auto',
+        httpTrustedProxies: 0,
         retentionMs: 30 * 86_400_000,
         fullSweepMs: 3_600_000,
         stopGraceMs: 10_000,
@@ -118,6 +122,10 @@ describe('loadConfig', () => {
         SONAR_REPLICAS: '3',
         SONAR_EVENTS_MAX_BYTES: '8GiB',
         SONAR_HTTP_PORT: '8080',
+        SONAR_DASHBOARD: 'off',
+        SONAR_SESSION_TTL: '30m',
+        SONAR_HTTP_SECURE_COOKIE: 'true',
+        SONAR_HTTP_TRUSTED_PROXIES: '2',
         SONAR_RETENTION: '7d',
         SONAR_FULL_SWEEP: '30m',
         SONAR_STOP_GRACE: '4s',
@@ -159,6 +167,10 @@ describe('loadConfig', () => {
         replicas: 3,
         eventsMaxBytes: 8 * 1024 ** 3,
         httpPort: 8080,
+        dashboard: false,
+        sessionTtlMs: 1_800_000,
+        httpSecureCookie: true,
+        httpTrustedProxies: 2,
         retentionMs: 7 * 86_400_000,
         fullSweepMs: 1_800_000,
         stopGraceMs: 4_000,
@@ -189,6 +201,19 @@ describe('loadConfig', () => {
 
     it('accepts HTTP port 0 (any free port)', () => {
       expect(loadConfig({ SONAR_HTTP_PORT: '0' }).httpPort).toBe(0);
+    });
+
+    it('reads the HTTP hardening settings and names a bad value', () => {
+      expect(loadConfig({ SONAR_HTTP_SECURE_COOKIE: 'AUTO' }).httpSecureCookie).toBe('auto');
+      expect(loadConfig({ SONAR_HTTP_SECURE_COOKIE: 'false' }).httpSecureCookie).toBe(false);
+      expect(loadConfig({ SONAR_DASHBOARD: 'on' }).dashboard).toBe(true);
+      expect(() => loadConfig({ SONAR_HTTP_SECURE_COOKIE: 'maybe' })).toThrow(
+        'SONAR_HTTP_SECURE_COOKIE: "maybe" is not auto, true or false',
+      );
+      expect(() => loadConfig({ SONAR_SESSION_TTL: '0s' })).toThrow('SONAR_SESSION_TTL');
+      expect(() => loadConfig({ SONAR_HTTP_TRUSTED_PROXIES: '-1' })).toThrow(
+        'SONAR_HTTP_TRUSTED_PROXIES',
+      );
     });
   });
 
@@ -373,7 +398,7 @@ describe('loadConfig', () => {
 
 describe('configVariables', () => {
   it('lists the SONAR_* variables of DESIGN.md §9', () => {
-    expect(configVariables).toHaveLength(46);
+    expect(configVariables).toHaveLength(50);
     expect(configVariables[0]).toBe('SONAR_NATS_URL');
     expect(configVariables.every((v) => v.startsWith('SONAR_'))).toBe(true);
   });

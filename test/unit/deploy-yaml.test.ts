@@ -7,7 +7,10 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
+import { loadConfig } from '../../src/config.js';
 import { parseDuration } from '../../src/duration.js';
+import { httpExposureProblem } from '../../src/http/exposure.js';
+import { isLoopback } from '../../src/http/loopback.js';
 import { ROOT } from '../helpers/worker-fixtures.js';
 
 const DEPLOY = join(ROOT, 'deploy');
@@ -102,6 +105,17 @@ describe('deploy/ YAML', () => {
       }
     });
 
+    it('serves no dashboard beyond loopback without a token', () => {
+      for (const [name, service] of Object.entries(services)) {
+        const env = (service['environment'] ?? {}) as Record<string, string>;
+        if (env['SONAR_HTTP_PORT'] === undefined) continue;
+        const http = Object.fromEntries(
+          Object.entries(env).filter(([k]) => /^SONAR_(HTTP_|DASHBOARD)/.test(k)),
+        );
+        expect(httpExposureProblem(loadConfig(http)), name).toBeNull();
+      }
+    });
+
     it('lets a worker drain before it is killed', () => {
       const env = at(services, 'worker', 'environment') as Record<string, string>;
       const grace = parseDuration(String(at(services, 'worker', 'stop_grace_period')));
@@ -149,6 +163,46 @@ describe('deploy/ YAML', () => {
       expect(envOf(deployment('sonar-worker'))['SONAR_NATS_USER']).toBe('worker');
       const config = sonar.find((d) => d['kind'] === 'ConfigMap')!;
       expect(at(config, 'data', 'SONAR_REPLICAS')).toBe('3');
+    });
+
+    it('every container with HTTP probes binds beyond loopback with the token from a Secret (or probes only)', () => {
+      const secrets = new Map(
+        docsOf(join('k8s', 'secret.yaml'))
+          .filter((d) => d['kind'] === 'Secret')
+          .map((d) => [at(d, 'metadata', 'name') as string, at(d, 'stringData') as Doc]),
+      );
+      type Env = { name: string; value?: string; valueFrom?: Doc };
+      const probed = sonar
+        .filter((d) => d['kind'] === 'Deployment')
+        .flatMap((d) => at(d, 'spec', 'template', 'spec', 'containers') as Doc[])
+        .filter((c) =>
+          ['readinessProbe', 'livenessProbe', 'startupProbe'].some(
+            (p) => at(c, p, 'httpGet') !== undefined,
+          ),
+        );
+      expect(probed.map((c) => c['name'])).toContain('backend');
+      for (const c of probed) {
+        const env = new Map(((c['env'] ?? []) as Env[]).map((e) => [e.name, e]));
+        const host = env.get('SONAR_HTTP_HOST');
+        const podIp = at(host?.valueFrom, 'fieldRef', 'fieldPath') === 'status.podIP';
+        expect(
+          podIp || (host?.value !== undefined && !isLoopback(host.value)),
+          `${String(c['name'])} SONAR_HTTP_HOST`,
+        ).toBe(true);
+        expect(env.get('SONAR_HTTP_PORT')?.value).toBeDefined();
+        if (env.get('SONAR_DASHBOARD')?.value === 'off') continue;
+        const ref = at(env.get('SONAR_HTTP_TOKEN')?.valueFrom, 'secretKeyRef') as
+          { name: string; key: string } | undefined;
+        expect(ref, `${String(c['name'])} SONAR_HTTP_TOKEN from a secretKeyRef`).toBeDefined();
+        expect(secrets.get(ref!.name)?.[ref!.key], `${ref!.name}/${ref!.key}`).toBeTruthy();
+        // What the backend itself checks at start (src/http/exposure.ts).
+        const config = loadConfig({
+          SONAR_HTTP_PORT: env.get('SONAR_HTTP_PORT')!.value!,
+          SONAR_HTTP_HOST: host?.value ?? '10.0.0.1',
+          SONAR_HTTP_TOKEN: 'from-the-secret',
+        });
+        expect(httpExposureProblem(config)).toBeNull();
+      }
     });
 
     it('the NATS chart values make a 3-node JetStream cluster that fsyncs every write', () => {

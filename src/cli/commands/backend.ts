@@ -4,6 +4,7 @@ import { defaultParts } from '../../backend/default-parts.js';
 import { strictDurabilityOf } from '../../backend/durability-check.js';
 import { serveUntilSignal } from '../../backend/serve-until-signal.js';
 import { configFlag, configVariables, loadConfig } from '../../config.js';
+import { assertHttpExposure } from '../../http/exposure.js';
 import { configHelp } from '../config-help.js';
 import { reportError } from '../output.js';
 
@@ -27,6 +28,8 @@ export function registerBackend(program: Command): void {
       ...flags,
       ...(flags['server'] !== undefined && { SONAR_NATS_URL: flags['server'] }),
     });
+    // Before connecting: an open dashboard on the network is refused with one clear line.
+    assertHttpExposure(config);
     // A boolean flag among the string-valued SONAR_* ones (commander gives `true` or nothing).
     const flag = (flags as { strictDurability?: boolean }).strictDurability;
     const strictDurability = strictDurabilityOf(process.env, flag);

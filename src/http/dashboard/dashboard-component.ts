@@ -24,7 +24,8 @@ registerHttpRoutes((server, ctx) => {
 /**
  * The dashboard as a backend component (issue 9). It opens before the HTTP component starts
  * (listed before it in `defaultParts`) and closes after it stops, ending its SSE streams and
- * its registry watch. Idle when `SONAR_HTTP_PORT` is unset, like the HTTP server.
+ * its registry watch. Idle when `SONAR_HTTP_PORT` is unset, like the HTTP server, and in
+ * probes-only mode (`SONAR_DASHBOARD=off`).
  */
 export class DashboardComponent implements Component {
   readonly name = 'dashboard';
@@ -36,7 +37,8 @@ export class DashboardComponent implements Component {
   ) {}
 
   async start(): Promise<void> {
-    if (this.ctx.config.httpPort === undefined) return;
+    const { httpPort, dashboard } = this.ctx.config;
+    if (httpPort === undefined || !dashboard) return;
     this.dashboard = await Dashboard.open(this.ctx, this.opts);
     open.set(this.ctx, this.dashboard);
   }

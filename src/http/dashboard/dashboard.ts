@@ -7,10 +7,20 @@ import type { Logger } from '../../log.js';
 import { DashboardActions } from './actions.js';
 import { apiRoutes } from './api-routes.js';
 import { DashboardAuth, isLocalHost, isSameOrigin } from './auth.js';
+import { clientAddress } from './client-address.js';
 import { DashboardData } from './dashboard-data.js';
-import { BodyTooLarge, errorBody, redirect, sendJson, sendProblem } from './http-util.js';
+import {
+  BodyTooLarge,
+  errorBody,
+  redirect,
+  sendJson,
+  sendProblem,
+  sendTooManyAttempts,
+} from './http-util.js';
+import { DEFAULT_LOGIN_LIMIT, LoginLimiter } from './login-limiter.js';
 import { isPublicPath, pageRoutes } from './page-routes.js';
 import { Router } from './router.js';
+import { SessionStore } from './session-store.js';
 import { EventHub } from './sse-hub.js';
 import type { EventHubOptions } from './sse-hub.js';
 
@@ -38,6 +48,7 @@ export class Dashboard {
     private readonly data: DashboardData,
     private readonly hub: EventHub,
     private readonly auth: DashboardAuth,
+    private readonly limiter: LoginLimiter,
   ) {
     this.log = ctx.log.child({ component: 'dashboard' });
   }
@@ -53,10 +64,20 @@ export class Dashboard {
     });
     const data = await DashboardData.open(ctx, admin);
     const hub = new EventHub(ctx.loop, opts.hub);
-    const auth = new DashboardAuth(ctx.config.httpToken);
-    const d = new Dashboard(ctx, data, hub, auth);
+    const { httpToken, sessionTtlMs, httpSecureCookie } = ctx.config;
+    const auth = new DashboardAuth({
+      token: httpToken,
+      sessions:
+        httpToken === undefined
+          ? undefined
+          : await SessionStore.open(ctx.nc, ctx.names, sessionTtlMs, ctx.now),
+      secureCookie: httpSecureCookie,
+    });
+    const limiter = new LoginLimiter({ ...DEFAULT_LOGIN_LIMIT, now: ctx.now });
+    const d = new Dashboard(ctx, data, hub, auth, limiter);
     const actions = new DashboardActions(ctx, admin, opts.by ?? `dashboard@${ctx.nodeId}`);
-    pageRoutes(d.router, { data, hub, auth });
+    const addressOf = (req: IncomingMessage) => clientAddress(req, ctx.config.httpTrustedProxies);
+    pageRoutes(d.router, { data, hub, auth, limiter, addressOf });
     apiRoutes(d.router, { data, hub, actions });
     hub.start();
     await d.watchRegistry();
@@ -80,19 +101,13 @@ export class Dashboard {
     const method = req.method ?? 'GET';
     const route = this.router.match(method, url.pathname);
     if (route === null) return false;
-    const api = url.pathname.startsWith('/api/');
     if (!this.auth.enabled && !isLocalHost(req.headers.host)) {
       sendProblem(res, 403, 'forbidden', 'without SONAR_HTTP_TOKEN only localhost is served');
       return true;
     }
-    if (!isPublicPath(url.pathname) && !this.auth.allows(req)) {
-      if (api || method !== 'GET') {
-        res.setHeader('www-authenticate', 'Bearer realm="sonar"');
-        sendProblem(res, 401, 'unauthorized', 'a valid SONAR_HTTP_TOKEN is required');
-      } else {
-        redirect(res, `/login?next=${encodeURIComponent(url.pathname + url.search)}`);
-      }
-      return true;
+    if (!isPublicPath(url.pathname)) {
+      const allowed = await this.authorize(req, res, method, url.pathname);
+      if (!allowed) return true;
     }
     if (route === 'method-not-allowed') {
       sendProblem(res, 405, 'method_not_allowed', `${method} is not allowed on ${url.pathname}`);
@@ -108,6 +123,45 @@ export class Dashboard {
       this.fail(res, err, method, url.pathname);
     }
     return true;
+  }
+
+  /**
+   * Lets the request through when it carries the token or a live session; otherwise answers
+   * it (401 for the API and actions, a redirect to the login page for pages) and returns
+   * false. A wrong bearer token counts as a failed login of its client address, and an
+   * address past the limit is refused (429) before its token is judged.
+   */
+  private async authorize(
+    req: IncomingMessage,
+    res: ServerResponse,
+    method: string,
+    path: string,
+  ): Promise<boolean> {
+    const address = clientAddress(req, this.ctx.config.httpTrustedProxies);
+    if (req.headers.authorization !== undefined && this.auth.enabled) {
+      const wait = this.limiter.retryAfterMs(address);
+      if (wait > 0) {
+        sendTooManyAttempts(res, wait);
+        return false;
+      }
+    }
+    let credential;
+    try {
+      credential = await this.auth.check(req);
+    } catch (err: unknown) {
+      this.fail(res, err, method, path);
+      return false;
+    }
+    if (credential === 'ok') return true;
+    if (credential === 'bad-token') this.limiter.failed(address);
+    if (path.startsWith('/api/') || method !== 'GET') {
+      res.setHeader('www-authenticate', 'Bearer realm="sonar"');
+      sendProblem(res, 401, 'unauthorized', 'a valid SONAR_HTTP_TOKEN is required');
+    } else {
+      const url = new URL(req.url ?? '/', 'http://localhost');
+      redirect(res, `/login?next=${encodeURIComponent(url.pathname + url.search)}`);
+    }
+    return false;
   }
 
   private fail(res: ServerResponse, err: unknown, method: string, path: string): void {

@@ -80,6 +80,20 @@ export function sendProblem(res: ServerResponse, status: number, code: string, m
   sendJson(res, status, { error: { code, message, details: {} } });
 }
 
+/**
+ * 429 with `Retry-After` (whole seconds): too many failed logins from this client address.
+ */
+export function sendTooManyAttempts(res: ServerResponse, retryAfterMs: number): void {
+  const seconds = Math.max(1, Math.ceil(retryAfterMs / 1000));
+  res.setHeader('retry-after', String(seconds));
+  sendProblem(
+    res,
+    429,
+    'too_many_requests',
+    `too many failed logins from this address: retry in ${seconds} s`,
+  );
+}
+
 /** Reads a small request body (actions and the login form); refuses more than `limit`. */
 export async function readBody(req: IncomingMessage, limit = 16 * 1024): Promise<string> {
   let size = 0;

@@ -1,11 +1,12 @@
 import type { IncomingMessage } from 'node:http';
-import { DashboardAuth } from './auth.js';
+import type { DashboardAuth } from './auth.js';
 import { APP_JS } from './assets/app-js.js';
 import { STYLE_CSS } from './assets/style-css.js';
 import type { DashboardData } from './dashboard-data.js';
 import { html } from './html.js';
 import type { Html } from './html.js';
-import { readBody, redirect, send, sendHtml } from './http-util.js';
+import { readBody, redirect, send, sendHtml, sendTooManyAttempts } from './http-util.js';
+import type { LoginLimiter } from './login-limiter.js';
 import { eventsMain } from './pages/events-page.js';
 import { layout } from './pages/layout.js';
 import type { PageOptions } from './pages/layout.js';
@@ -17,6 +18,7 @@ import { runsMain } from './pages/runs-page.js';
 import { taskMain } from './pages/task-page.js';
 import { filterParams, idParam } from './params.js';
 import type { RouteContext, Router } from './router.js';
+import { safeNext } from './safe-next.js';
 import type { EventHub } from './sse-hub.js';
 import { publicEvent } from './views/public-event.js';
 
@@ -24,6 +26,10 @@ export interface PageDeps {
   data: DashboardData;
   hub: EventHub;
   auth: DashboardAuth;
+  /** Failed logins per client address. */
+  limiter: LoginLimiter;
+  /** The client address a request counts against (client-address.ts). */
+  addressOf: (req: IncomingMessage) => string;
 }
 
 /** Asked by the client script when it refreshes a live page: only `<main>` is sent back. */
@@ -37,10 +43,6 @@ function streamUrl(params: Record<string, string | number | undefined>): string 
   for (const [k, v] of Object.entries(params)) if (v !== undefined) q.set(k, String(v));
   return `/api/stream?${q.toString()}`;
 }
-
-/** Only a local path may follow a login (no open redirect to another site). */
-const safeNext = (next: string | null): string =>
-  next !== null && /^\/(?!\/)[^\\]*$/.test(next) ? next : '/';
 
 /** Long-lived assets: the ETag is the content's hash, so a new version is fetched at once. */
 function asset(body: { text: string; etag: string }, type: string) {
@@ -56,7 +58,7 @@ function asset(body: { text: string; etag: string }, type: string) {
 
 /** The HTML pages: server-rendered, made live by `/assets/app.js` over SSE. */
 export function pageRoutes(router: Router, deps: PageDeps): void {
-  const { data, hub, auth } = deps;
+  const { data, hub, auth, limiter, addressOf } = deps;
   const page = (rc: RouteContext, opts: PageOptions, main: Html, status = 200) => {
     // The navigation is not part of <main>: its poisoned count travels in a header.
     if (isFragment(rc.req)) {
@@ -125,16 +127,25 @@ export function pageRoutes(router: Router, deps: PageDeps): void {
       const form = new URLSearchParams(await readBody(req, 4096));
       const next = safeNext(form.get('next'));
       if (!auth.enabled) return redirect(res, next);
+      // Refused before the token is judged: a guess past the limit learns nothing.
+      const address = addressOf(req);
+      const wait = limiter.retryAfterMs(address);
+      if (wait > 0) return sendTooManyAttempts(res, wait);
       if (!auth.accepts(form.get('token') ?? '')) {
+        limiter.failed(address);
         return redirect(res, `/login?failed=1&next=${encodeURIComponent(next)}`);
       }
-      redirect(res, next, { 'set-cookie': auth.sessionCookie() });
+      redirect(res, next, { 'set-cookie': await auth.login(req) });
     })
-    .post('/logout', ({ res }) => {
-      redirect(res, '/login', { 'set-cookie': DashboardAuth.clearCookie() });
+    .post('/logout', async ({ req, res }) => {
+      redirect(res, '/login', { 'set-cookie': await auth.logout(req) });
     });
 }
 
-/** Reachable without the token: the login form and the assets it needs (nothing secret). */
+/**
+ * Reachable without the token: the login form and the assets it needs (nothing secret), and
+ * the logout, which only ends the session its cookie names, so that a session already
+ * expired still gets its cookie cleared (cross-site posts are refused like any other).
+ */
 export const isPublicPath = (pathname: string): boolean =>
-  pathname.startsWith('/assets/') || pathname === '/login';
+  pathname.startsWith('/assets/') || pathname === '/login' || pathname === '/logout';
