@@ -14,6 +14,7 @@ import { registerResults } from './commands/results.js';
 import { registerStatus } from './commands/status.js';
 import { registerWorkers } from './commands/workers.js';
 import { registerSweep } from './commands/sweep.js';
+import { registerCreds } from './commands/creds.js';
 import { HELP_FOOTER } from './help.js';
 import { reportError } from './output.js';
 
@@ -38,6 +39,7 @@ export function buildProgram(): Command {
   registerResults(program);
   registerRerun(program);
   registerSweep(program);
+  registerCreds(program);
   program.addHelpText('after', HELP_FOOTER);
   return program;
 }
