@@ -1,0 +1,218 @@
+/**
+ * Secure mode's credentials on a real nats-server 2.9.10 in operator mode, configured by
+ * `sonar creds init`: every static role connects; a worker JWT minted at runtime names the
+ * worker and gives it its own subjects only; a short JWT is cut off at expiry; a pushed
+ * revocation cuts one worker off at once and leaves another connected.
+ */
+import { readFile } from 'node:fs/promises';
+import { decode } from '@nats-io/jwt';
+import { createUser } from '@nats-io/nkeys';
+import { Kvm } from '@nats-io/kv';
+import { connect, credsAuthenticator, jwtAuthenticator } from '@nats-io/transport-node';
+import type { ConnectionOptions, NatsConnection } from '@nats-io/transport-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { names } from '../../streams/names.js';
+import type { CredsRole } from '../../src/auth/creds-init.js';
+import { mintWorkerJwt } from '../../src/auth/mint.js';
+import { roleInboxPrefix, workerInboxPrefix } from '../../src/auth/permissions.js';
+import { lookupAccountJwt, pushRevocation } from '../../src/auth/revoke.js';
+import { eventually } from '../helpers/eventually.js';
+import { startSecureNats } from '../helpers/secure-nats.js';
+import type { SecureNats } from '../helpers/secure-nats.js';
+
+const n = names('sonar');
+let secure: SecureNats;
+const conns: NatsConnection[] = [];
+
+beforeAll(async () => {
+  secure = await startSecureNats();
+}, 30_000);
+
+afterAll(async () => {
+  await Promise.all(conns.map((c) => c.close().catch(() => {})));
+  await secure?.stop();
+});
+
+async function connectRole(role: CredsRole, extra: Partial<ConnectionOptions> = {}) {
+  const nc = await connect({
+    servers: secure.server.url,
+    authenticator: credsAuthenticator(await readFile(secure.creds[role])),
+    ...(role !== 'sys' && { inboxPrefix: roleInboxPrefix(role) }),
+    reconnect: false,
+    ...extra,
+  });
+  conns.push(nc);
+  return nc;
+}
+
+/** A fresh user key and a JWT minted for it by the worker signing key. */
+async function mintWorker(workerId: string, ttlMs = 60_000) {
+  const kp = createUser();
+  const jwt = await mintWorkerJwt({
+    workerId,
+    publicKey: kp.getPublicKey(),
+    signingSeed: await readFile(secure.workerSigningKey, 'utf8'),
+    accountPublicKey: secure.credentials.account.publicKey,
+    ttlMs,
+    now: Date.now(),
+  });
+  return { kp, jwt, publicKey: kp.getPublicKey() };
+}
+
+async function connectWorker(
+  workerId: string,
+  w: { jwt: string; kp: ReturnType<typeof createUser> },
+) {
+  const nc = await connect({
+    servers: secure.server.url,
+    authenticator: jwtAuthenticator(w.jwt, w.kp.getSeed()),
+    inboxPrefix: workerInboxPrefix(workerId),
+    reconnect: false,
+  });
+  conns.push(nc);
+  return nc;
+}
+
+/**
+ * What a request to `subject` meets: `allowed` when the publish went through (no one
+ * answers here: no responders), `denied` on a permissions violation.
+ */
+async function publishOutcome(nc: NatsConnection, subject: string): Promise<string> {
+  try {
+    await nc.request(subject, '{}', { timeout: 2_000 });
+    return 'allowed';
+  } catch (err: unknown) {
+    const text = String((err as Error).message);
+    if (/permissions violation/i.test(text)) return 'denied';
+    if (/no responders/i.test(text)) return 'allowed';
+    throw err;
+  }
+}
+
+/** `denied` when the server refuses the subscription. */
+async function subscribeOutcome(nc: NatsConnection, subject: string): Promise<string> {
+  const sub = nc.subscribe(subject);
+  const closed = sub.closed.then((e) => (e instanceof Error ? e.message : 'closed'));
+  await nc.flush();
+  const first = await Promise.race([closed, nc.flush().then(() => 'open')]);
+  sub.unsubscribe();
+  return /permissions violation/i.test(first) ? 'denied' : first === 'open' ? 'allowed' : first;
+}
+
+describe('sonar creds init on nats-server 2.9.10', () => {
+  it('the server runs in operator mode and every static role connects with its creds', async () => {
+    expect(secure.server.logs()).toMatch(/Operator: "sonar"/);
+    for (const role of [
+      'backend',
+      'client',
+      'operator',
+      'supervisor',
+      'bootstrap',
+      'sys',
+    ] as const) {
+      const nc = await connectRole(role);
+      await nc.flush();
+      expect(nc.info?.jetstream, role).toBeDefined();
+    }
+    // The account has JetStream: the backend creates the registry bucket.
+    const backend = await connectRole('backend');
+    await new Kvm(backend).create(n.buckets.workers, { history: 1 });
+    // The SYS user reads the account JWT the resolver holds.
+    const sys = await connectRole('sys');
+    const jwt = await lookupAccountJwt(sys, secure.credentials.account.publicKey);
+    expect(decode(jwt).sub).toBe(secure.credentials.account.publicKey);
+  });
+
+  it('a worker JWT gives the worker its own subjects and no one else’s', async () => {
+    const w1 = await mintWorker('w1');
+    const claims = decode<{ issuer_account?: string }>(w1.jwt);
+    expect(claims.name).toBe('w1');
+    expect(claims.nats.issuer_account).toBe(secure.credentials.account.publicKey);
+    expect(claims.iss).toBe(secure.credentials.workerSigning.publicKey);
+    const nc = await connectWorker('w1', w1);
+
+    expect(await publishOutcome(nc, 'sonar.api.w.w1.join')).toBe('allowed');
+    expect(await publishOutcome(nc, 'sonar.api.w.w2.join')).toBe('denied');
+    expect(await publishOutcome(nc, 'sonar.api.join')).toBe('denied');
+    expect(await publishOutcome(nc, 'sonar.api.enroll')).toBe('denied');
+    expect(await publishOutcome(nc, '$KV.sonar_workers.w2')).toBe('denied');
+    expect(await publishOutcome(nc, 'sonar.events.run.x')).toBe('denied');
+    // Its own registry key, through JetStream, with replies on its own inbox prefix.
+    const kv = await new Kvm(nc).open(n.buckets.workers);
+    expect(await kv.put('w1', '{}')).toBeGreaterThan(0);
+    await expect(kv.put('w2', '{}')).rejects.toThrow(/permissions violation/i);
+
+    expect(await subscribeOutcome(nc, '_INBOX_W.w2.>')).toBe('denied');
+    expect(await subscribeOutcome(nc, '_INBOX.>')).toBe('denied');
+    expect(await subscribeOutcome(nc, 'sonar.control.cancel')).toBe('allowed');
+    // No allow_responses: a worker cannot answer a request made to it (the template's
+    // `resp` was dropped), so it cannot write into the backend's inbox either.
+    const violations: string[] = [];
+    void (async () => {
+      for await (const s of nc.status()) if (s.type === 'error') violations.push(String(s.error));
+    })();
+    nc.subscribe(n.subjects.controlCancel, { callback: (_err, m) => void m.respond('forged') });
+    await nc.flush();
+    const backend = await connectRole('backend');
+    await expect(
+      backend.request(n.subjects.controlCancel, '{}', { timeout: 1_000 }),
+    ).rejects.toThrow(/timeout/i);
+    await eventually(() => violations.some((v) => /Publish to "_INBOX_R\.backend\./.test(v)));
+  });
+
+  it('the bootstrap credential may only enroll', async () => {
+    const nc = await connectRole('bootstrap');
+    expect(await publishOutcome(nc, 'sonar.api.enroll')).toBe('allowed');
+    for (const subject of [
+      'sonar.api.join',
+      'sonar.api.w.w1.join',
+      '$JS.API.INFO',
+      '$KV.sonar_workers.w1',
+    ]) {
+      expect(await publishOutcome(nc, subject), subject).toBe('denied');
+    }
+    expect(await subscribeOutcome(nc, '_INBOX.>')).toBe('denied');
+    expect(await subscribeOutcome(nc, '_INBOX_W.w1.>')).toBe('denied');
+  });
+
+  it('a JWT that expires in 2 s gets its connection closed at expiry', async () => {
+    const w = await mintWorker('w-exp', 2_000);
+    const exp = decode(w.jwt).exp! * 1000;
+    const nc = await connectWorker('w-exp', w);
+    await nc.flush();
+    const closedAt = await eventually(() => nc.isClosed() && Date.now(), { timeoutMs: 6_000 });
+    expect(closedAt).toBeGreaterThanOrEqual(exp - 1_000);
+    // The same JWT is refused once its expiry second is over: the server's check is
+    // `now > exp` in whole seconds, so during that second it still lets it connect.
+    await eventually(() => Date.now() >= exp + 1_000, { timeoutMs: 3_000 });
+    await expect(connectWorker('w-exp', w)).rejects.toThrow(/authorization|expired/i);
+  });
+
+  it('a pushed revocation disconnects that worker at once, another stays up', async () => {
+    const a = await mintWorker('w-rev-a');
+    const b = await mintWorker('w-rev-b');
+    const ncA = await connectWorker('w-rev-a', a);
+    const ncB = await connectWorker('w-rev-b', b);
+    await Promise.all([ncA.flush(), ncB.flush()]);
+    const sys = await connectRole('sys');
+    await pushRevocation({
+      sys,
+      accountPublicKey: secure.credentials.account.publicKey,
+      operatorSigningSeed: await readFile(secure.operatorSigningKey, 'utf8'),
+      userPublicKey: a.publicKey,
+      at: Date.now(),
+      maxCredentialTtlMs: 60 * 60_000,
+    });
+    await eventually(() => ncA.isClosed(), { timeoutMs: 5_000 });
+    expect(ncB.isClosed()).toBe(false);
+    await ncB.flush();
+    expect(await publishOutcome(ncB, 'sonar.api.w.w-rev-b.join')).toBe('allowed');
+    await expect(connectWorker('w-rev-a', a)).rejects.toThrow(/authorization/i);
+    // The account JWT now carries the revocation, and kept its signing key and limits.
+    const after = decode<{ revocations?: Record<string, number>; signing_keys?: unknown[] }>(
+      await lookupAccountJwt(sys, secure.credentials.account.publicKey),
+    );
+    expect(Object.keys(after.nats.revocations ?? {})).toEqual([a.publicKey]);
+    expect(after.nats.signing_keys).toHaveLength(1);
+  });
+});
