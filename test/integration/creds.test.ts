@@ -4,7 +4,9 @@
  * worker and gives it its own subjects only; a short JWT is cut off at expiry; a pushed
  * revocation cuts one worker off at once and leaves another connected.
  */
-import { readFile } from 'node:fs/promises';
+import { mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { decode } from '@nats-io/jwt';
 import { createUser } from '@nats-io/nkeys';
 import { Kvm } from '@nats-io/kv';
@@ -18,6 +20,8 @@ import { roleInboxPrefix, workerInboxPrefix } from '../../src/auth/permissions.j
 import { lookupAccountJwt, pushRevocation } from '../../src/auth/revoke.js';
 import { eventually } from '../helpers/eventually.js';
 import { startSecureNats } from '../helpers/secure-nats.js';
+import { runSonar } from '../helpers/sonar-process.js';
+import { CREDENTIAL_FILE_USES } from '../../src/auth/creds-init.js';
 import type { SecureNats } from '../helpers/secure-nats.js';
 
 const n = names('sonar');
@@ -214,5 +218,22 @@ describe('sonar creds init on nats-server 2.9.10', () => {
     );
     expect(Object.keys(after.nats.revocations ?? {})).toEqual([a.publicKey]);
     expect(after.nats.signing_keys).toHaveLength(1);
+  });
+
+  it('`sonar creds init DIR` writes the files and says which process takes each', async () => {
+    const tmp = await mkdtemp(join(tmpdir(), 'sonar-creds-cli-'));
+    try {
+      const dir = join(tmp, 'creds');
+      const r = await runSonar('creds init', ['creds', 'init', dir, '--prefix', 'acme'], {});
+      expect(r.code, r.stderr).toBe(0);
+      const lines = r.stdout.trim().split('\n');
+      expect(lines[0]).toBe(`wrote ${dir} (prefix acme)`);
+      expect(lines.slice(1).map((l) => l.split(/\s+/)[0])).toEqual(
+        CREDENTIAL_FILE_USES.map((u) => u.file),
+      );
+      expect((await readdir(dir)).sort()).toEqual(CREDENTIAL_FILE_USES.map((u) => u.file).sort());
+    } finally {
+      await rm(tmp, { recursive: true, force: true });
+    }
   });
 });
