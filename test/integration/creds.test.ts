@@ -9,14 +9,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { decode } from '@nats-io/jwt';
 import { createUser } from '@nats-io/nkeys';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import { connect, credsAuthenticator, jwtAuthenticator } from '@nats-io/transport-node';
 import type { ConnectionOptions, NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { names } from '../../streams/names.js';
+import { ensureTopology } from '../../streams/provision.js';
+import { DEFAULT_TOPOLOGY_OPTIONS, dispatchConsumer } from '../../streams/topology.js';
 import type { CredsRole } from '../../src/auth/creds-init.js';
 import { mintWorkerJwt } from '../../src/auth/mint.js';
-import { roleInboxPrefix, workerInboxPrefix } from '../../src/auth/permissions.js';
+import { roleInboxPrefix, secureNames, workerInboxPrefix } from '../../src/auth/permissions.js';
 import { lookupAccountJwt, pushRevocation } from '../../src/auth/revoke.js';
 import { eventually } from '../helpers/eventually.js';
 import { startSecureNats } from '../helpers/secure-nats.js';
@@ -118,9 +121,9 @@ describe('sonar creds init on nats-server 2.9.10', () => {
       await nc.flush();
       expect(nc.info?.jetstream, role).toBeDefined();
     }
-    // The account has JetStream: the backend creates the registry bucket.
+    // The account has JetStream: the backend provisions the whole topology.
     const backend = await connectRole('backend');
-    await new Kvm(backend).create(n.buckets.workers, { history: 1 });
+    await ensureTopology(await jetstreamManager(backend), n, DEFAULT_TOPOLOGY_OPTIONS);
     // The SYS user reads the account JWT the resolver holds.
     const sys = await connectRole('sys');
     const jwt = await lookupAccountJwt(sys, secure.credentials.account.publicKey);
@@ -142,9 +145,29 @@ describe('sonar creds init on nats-server 2.9.10', () => {
     expect(await publishOutcome(nc, '$KV.sonar_workers.w2')).toBe('denied');
     expect(await publishOutcome(nc, 'sonar.events.run.x')).toBe('denied');
     // Its own registry key, through JetStream, with replies on its own inbox prefix.
-    const kv = await new Kvm(nc).open(n.buckets.workers);
+    // Opened for direct gets: a plain `open()` reads with STREAM.MSG.GET, which reads any
+    // key and is not in the template.
+    const kv = await new Kvm(nc).open(n.buckets.workers, { allow_direct: true });
     expect(await kv.put('w1', '{}')).toBeGreaterThan(0);
     await expect(kv.put('w2', '{}')).rejects.toThrow(/permissions violation/i);
+    // and reads its own key back (a direct get by subject), not another's
+    expect((await kv.get('w1'))?.string()).toBe('{}');
+    await expect(kv.get('w2')).rejects.toThrow(/permissions violation/i);
+
+    // It pulls and acks dispatch messages, and stages outputs under its own id only.
+    const backend = await connectRole('backend');
+    const jsm = await jetstreamManager(backend);
+    await jsm.consumers.add(n.streams.dispatch, dispatchConsumer(n, 'creds'));
+    await jetstream(backend).publish(n.subjects.dispatch('creds'), '{"task":1}');
+    const staging = secureNames(n);
+    await jsm.streams.add({ name: staging.streams.staging, subjects: [staging.subjects.stageAll] });
+    const js = jetstream(nc);
+    const consumer = await js.consumers.get(n.streams.dispatch, n.consumers.dispatch('creds'));
+    const job = await consumer.next({ expires: 2_000 });
+    expect(job?.json()).toEqual({ task: 1 });
+    expect(await job!.ackAck()).toBe(true);
+    expect((await js.publish('sonar.stage.w1.a1', 'out')).stream).toBe(staging.streams.staging);
+    await expect(js.publish('sonar.stage.w2.a1', 'out')).rejects.toThrow(/permissions violation/i);
 
     expect(await subscribeOutcome(nc, '_INBOX_W.w2.>')).toBe('denied');
     expect(await subscribeOutcome(nc, '_INBOX.>')).toBe('denied');
@@ -157,11 +180,37 @@ describe('sonar creds init on nats-server 2.9.10', () => {
     })();
     nc.subscribe(n.subjects.controlCancel, { callback: (_err, m) => void m.respond('forged') });
     await nc.flush();
-    const backend = await connectRole('backend');
     await expect(
       backend.request(n.subjects.controlCancel, '{}', { timeout: 1_000 }),
     ).rejects.toThrow(/timeout/i);
     await eventually(() => violations.some((v) => /Publish to "_INBOX_R\.backend\./.test(v)));
+  });
+
+  it('operator and client read events and the registry, and delete no consumer', async () => {
+    const backend = await connectRole('backend');
+    await jetstream(backend).publish(n.subjects.run('creds-r1'), '{"type":"probe"}');
+    await new Kvm(backend).open(n.buckets.workers).then((kv) => kv.put('w-listed', '{}'));
+    for (const role of ['operator', 'client'] as const) {
+      const nc = await connectRole(role);
+      const consumer = await jetstream(nc).consumers.get(n.streams.events);
+      const first = await consumer.next({ expires: 2_000 });
+      expect(first?.subject, role).toBe(n.subjects.run('creds-r1'));
+      await consumer.delete().catch(() => {}); // refused: the server reaps it once idle
+      expect(await publishOutcome(nc, `$JS.API.CONSUMER.DELETE.${n.streams.events}.x`)).toBe(
+        'denied',
+      );
+      expect(await publishOutcome(nc, n.subjects.run('forged'))).toBe('denied');
+      expect(await publishOutcome(nc, n.subjects.api('revoke'))).toBe('allowed');
+    }
+    const operator = await connectRole('operator');
+    const keys: string[] = [];
+    for await (const k of await (await new Kvm(operator).open(n.buckets.workers)).keys()) {
+      keys.push(k);
+    }
+    expect(keys).toContain('w-listed');
+    const client = await connectRole('client');
+    expect(await publishOutcome(client, n.subjects.api('submit.begin'))).toBe('allowed');
+    expect(await publishOutcome(operator, n.subjects.api('submit.begin'))).toBe('denied');
   });
 
   it('the bootstrap credential may only enroll', async () => {

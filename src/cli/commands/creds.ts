@@ -1,3 +1,4 @@
+import { join } from 'node:path';
 import type { Command } from 'commander';
 import { CREDENTIAL_FILE_USES, initCredentials } from '../../auth/creds-init.js';
 import { loadConfig } from '../../config.js';
@@ -30,7 +31,7 @@ export function registerCreds(program: Command): void {
         if (opts.json) {
           const files = CREDENTIAL_FILE_USES.map((u) => ({
             file: u.file,
-            path: `${paths.dir}/${u.file}`,
+            path: join(paths.dir, u.file),
             use: u.use,
           }));
           process.stdout.write(
