@@ -213,6 +213,37 @@ describe('sonar creds init on nats-server 2.9.10', () => {
     expect(await publishOutcome(operator, n.subjects.api('submit.begin'))).toBe('denied');
   });
 
+  it('the backend answers a worker and a bootstrap holder on their own inboxes', async () => {
+    const backend = await connectRole('backend');
+    backend.subscribe(n.subjects.apiAll, {
+      queue: 'sonar-backend',
+      callback: (_err, m) => void m.respond(`answer to ${m.subject}`),
+    });
+    await backend.flush();
+    const w = await mintWorker('w-rt');
+    const worker = await connectWorker('w-rt', w);
+    expect((await worker.request('sonar.api.w.w-rt.renew', '{}')).string()).toBe(
+      'answer to sonar.api.w.w-rt.renew',
+    );
+    const bootstrap = await connectRole('bootstrap');
+    expect((await bootstrap.request('sonar.api.enroll', '{}')).string()).toBe(
+      'answer to sonar.api.enroll',
+    );
+    // A supervisor's children enroll with its credential on the bootstrap prefix.
+    const child = await connectRole('supervisor', { inboxPrefix: roleInboxPrefix('bootstrap') });
+    expect((await child.request('sonar.api.enroll', '{}')).string()).toBe(
+      'answer to sonar.api.enroll',
+    );
+    const supervisor = await connectRole('supervisor');
+    expect((await supervisor.request('sonar.api.exited', '{}')).string()).toBe(
+      'answer to sonar.api.exited',
+    );
+    for (const subject of ['sonar.api.join', 'sonar.api.w.w1.join', '$KV.sonar_workers.w1']) {
+      expect(await publishOutcome(supervisor, subject), subject).toBe('denied');
+    }
+    await backend.close();
+  });
+
   it('the bootstrap credential may only enroll', async () => {
     const nc = await connectRole('bootstrap');
     expect(await publishOutcome(nc, 'sonar.api.enroll')).toBe('allowed');
