@@ -15,6 +15,7 @@ import { registerRevoke } from './commands/revoke.js';
 import { registerStatus } from './commands/status.js';
 import { registerWorkers } from './commands/workers.js';
 import { registerSweep } from './commands/sweep.js';
+import { registerCreds } from './commands/creds.js';
 import { HELP_FOOTER } from './help.js';
 import { reportError } from './output.js';
 
@@ -40,6 +41,7 @@ export function buildProgram(): Command {
   registerResults(program);
   registerRerun(program);
   registerSweep(program);
+  registerCreds(program);
   program.addHelpText('after', HELP_FOOTER);
   return program;
 }
