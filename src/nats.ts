@@ -1,9 +1,9 @@
-import { readFile } from 'node:fs/promises';
-import { connect, credsAuthenticator } from '@nats-io/transport-node';
+import { connect } from '@nats-io/transport-node';
 import type { ConnectionOptions, NatsConnection } from '@nats-io/transport-node';
 import { ErrorCode, SonarError } from '../actors/errors.js';
 import type { SonarConfig } from './config.js';
 import { coalesceWrites } from './nats-coalesce.js';
+import { readCreds } from './nats-creds.js';
 import { natsTlsOptions, tlsFailure } from './nats-tls.js';
 import type { NatsTlsSettings } from './nats-tls.js';
 
@@ -60,14 +60,18 @@ export async function connectNats(
     ...reconnectPolicy(life),
     ...rest,
   };
-  if (settings.natsInboxPrefix && !rest.inboxPrefix) opts.inboxPrefix = settings.natsInboxPrefix;
   // A caller's own credential (a worker's minted JWT) replaces the configured one.
   if (!rest.authenticator && settings.natsCreds) {
-    opts.authenticator = credsAuthenticator(await readFile(settings.natsCreds));
+    const creds = await readCreds(settings.natsCreds);
+    opts.authenticator = creds.authenticator;
+    if (creds.inboxPrefix !== undefined) opts.inboxPrefix = creds.inboxPrefix;
   } else if (!rest.authenticator && settings.natsUser) {
     opts.user = settings.natsUser;
     opts.pass = settings.natsPassword ?? '';
   }
+  // Explicit settings win over what the creds file implies.
+  if (settings.natsInboxPrefix) opts.inboxPrefix = settings.natsInboxPrefix;
+  if (rest.inboxPrefix) opts.inboxPrefix = rest.inboxPrefix;
   const tls = await natsTlsOptions(settings);
   if (tls !== undefined) opts.tls = tls;
   try {

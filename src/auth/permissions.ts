@@ -7,7 +7,7 @@
  * but the backend may subscribe to a shared inbox: each has its own inbox prefix
  * (`_INBOX_R.<role>`, workers `_INBOX_W.<workerId>`), set with nats.js `inboxPrefix`.
  */
-import { names as namesOf } from '../../streams/names.js';
+import { names as namesOf, workerInboxPrefix } from '../../streams/names.js';
 import type { Names } from '../../streams/names.js';
 
 /** Subjects a user may publish to and subscribe to. */
@@ -29,11 +29,9 @@ export const WORKER_SIGNING_ROLE = 'sonar-worker';
 /** A role's inbox prefix, for nats.js `inboxPrefix`. */
 export const roleInboxPrefix = (role: StaticRole): string => `_INBOX_R.${role}`;
 
-/**
- * A worker's inbox prefix, for nats.js `inboxPrefix`. 2.9.10 splices a template only as a
- * whole subject token, hence `_INBOX_W.<id>` and not `_INBOX_W_<id>`.
- */
-export const workerInboxPrefix = (workerId: string): string => `_INBOX_W.${workerId}`;
+// A worker's inbox prefix is defined with the other names. 2.9.10 splices a template only
+// as a whole subject token, hence `_INBOX_W.<id>` and not `_INBOX_W_<id>`.
+export { workerInboxPrefix };
 
 /**
  * Names secure mode adds to those of `streams/names.ts`: the enrollment and session buckets
@@ -58,7 +56,7 @@ export function secureNames(n: Names): SecureNames {
   const upper = n.prefix.toUpperCase().replace(/-/g, '_');
   return {
     account: upper,
-    buckets: { enrollments: `${n.prefix}_enrollments`, sessions: `${n.prefix}_sessions` },
+    buckets: { enrollments: n.buckets.enrollments, sessions: n.buckets.sessions },
     streams: { staging: `${upper}_STAGING` },
     subjects: {
       stageAll: `${n.prefix}.stage.>`,
@@ -174,9 +172,9 @@ export function rolePermissions(n: Names = namesOf()): RolePermissions {
         '$JS.EVENT.ADVISORY.>',
       ],
     },
-    // CI jobs and the SDK's submit(): submit, cancel, revoke, and read runs and results.
+    // CI jobs and the SDK's submit(): submit, cancel, and read runs and results.
     client: {
-      pub: [api('submit.*'), api('cancel'), api('revoke'), ...readerPub(n), ...resultsReadPub(n)],
+      pub: [api('submit.*'), api('cancel'), ...readerPub(n), ...resultsReadPub(n)],
       sub: [`${roleInboxPrefix('client')}.>`],
     },
     // Dashboards and `status`, `tail`, `export`, `workers`: reads, plus revoking a worker.

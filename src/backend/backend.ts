@@ -22,6 +22,7 @@ import { Liveness } from './liveness.js';
 import { ProjectionLoop } from './projection-loop.js';
 import type { ProjectionStoppedError } from './projection-loop.js';
 import { Enrollments } from './enrollments.js';
+import { workerCredentialIssuer } from './worker-credentials.js';
 import { Registry } from './registry.js';
 import { ServerContact } from './server-contact.js';
 import { loadSnapshot } from './snapshot.js';
@@ -104,6 +105,11 @@ export class Backend {
       nc.isClosed() ? 'the NATS connection closed for good' : null,
     );
     liveness.register('projection', () => loop.stoppedWith?.message ?? null);
+    const issuer = await workerCredentialIssuer(
+      config,
+      log.child({ component: 'credentials' }),
+      opts.now ?? Date.now,
+    );
     const ctx: BackendContext = {
       config,
       names: n,
@@ -115,7 +121,7 @@ export class Backend {
       writer: new EventWriter(store, loop),
       registry: await Registry.open(nc, n),
       enrollments: await Enrollments.open(nc, n),
-      credentials: null,
+      credentials: issuer,
       dispatchConsumers: new DispatchConsumers(jsm, n),
       outputs: await opts.parts.outputs(nc, config),
       log,
@@ -178,6 +184,7 @@ export class Backend {
     for (const c of [...this.components].reverse()) await bounded(c.name, c.stop());
     await bounded('projection', this.ctx.loop.stop());
     this.ctx.contact.stop();
+    await bounded('credentials', this.ctx.credentials?.close() ?? Promise.resolve());
     if (this.ownsConnection) {
       const drained = await deadline.settle(this.ctx.nc.drain());
       // Out of time: close without flushing; unacked work comes back after its lease.

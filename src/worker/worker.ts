@@ -189,7 +189,9 @@ export class Worker {
     const reply = await this.api.request<'join', JoinReply>('join', this.joinRequest(), {
       signal: this.lifecycle.signal,
     });
-    const kv = await new Kvm(nc).open(this.n.buckets.workers);
+    // Direct gets name the key in the subject: a worker's credential may read its own key
+    // only, which a STREAM.MSG.GET (the key in the payload) could not be held to.
+    const kv = await new Kvm(nc).open(this.n.buckets.workers, { allow_direct: true });
     this.pulse = new Pulse(
       kv,
       () => this.entry(),

@@ -16,6 +16,8 @@ export interface WorkerCredentialIssuer {
    * backend was given no way to push a revocation: the credential then lapses at expiry.
    */
   revoke(publicKey: string): Promise<boolean>;
+  /** Closes what the issuer opened (the connection that pushes revocations). */
+  close(): Promise<void>;
 }
 
 const OPEN: CredentialReply = { mode: 'open', jwt: null, expiresAt: null };
