@@ -1,0 +1,131 @@
+/**
+ * Secure mode end to end: a nats-server in operator mode with what `sonar creds init` makes,
+ * a backend given the worker signing key, workers that hold only the fleet's bootstrap
+ * credential, a client and an operator. Workers enroll, connect as themselves, run a run,
+ * renew their short-lived credentials while they work, and one is revoked and cut off while
+ * the other keeps working.
+ */
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eventually } from '../helpers/eventually.js';
+import { startSecureNats } from '../helpers/secure-nats.js';
+import type { SecureNats } from '../helpers/secure-nats.js';
+import { killAll, runSonar, spawnSonar } from '../helpers/sonar-process.js';
+import type { SonarProcess } from '../helpers/sonar-process.js';
+import { NO_IMDS } from '../helpers/worker-fixtures.js';
+
+let secure: SecureNats;
+let dir: string;
+let backend: SonarProcess;
+const workers = new Map<string, SonarProcess>();
+
+const FAST = {
+  SONAR_PULSE_INTERVAL: '300ms',
+  SONAR_PULSE_TTL: '2s',
+  SONAR_TICK: '300ms',
+  SONAR_LOCK_TTL: '5s',
+  SONAR_IMDS_URL: NO_IMDS,
+};
+
+function worker(id: string): SonarProcess {
+  const p = spawnSonar(
+    id,
+    ['worker', '--worker-id', id, '--tags', 'sec', '--slots', '2', '--', 'cat'],
+    { ...secure.envFor('bootstrap'), ...FAST },
+  );
+  workers.set(id, p);
+  return p;
+}
+
+async function submitAndWait(runId: string, tasks: number): Promise<void> {
+  const file = join(dir, `${runId}.json`);
+  await writeFile(
+    file,
+    JSON.stringify({
+      runId,
+      steps: [
+        {
+          id: 's',
+          tags: ['sec'],
+          tasks: Array.from({ length: tasks }, (_, i) => ({ id: `t${i}`, input: { i } })),
+        },
+      ],
+    }),
+  );
+  const r = await runSonar(`submit ${runId}`, ['submit', file, '--wait'], {
+    ...secure.envFor('client'),
+    ...FAST,
+  });
+  expect(r.code, r.stderr).toBe(0);
+}
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'sonar-secure-e2e-'));
+  secure = await startSecureNats();
+  backend = spawnSonar('backend', ['backend'], {
+    ...secure.envFor('backend'),
+    ...FAST,
+    // Short-lived worker credentials, so that renewals happen within the test.
+    SONAR_WORKER_CREDENTIAL_TTL: '4s',
+  });
+  await eventually(() => backend.stderr().includes('backend started') || !backend.running, {
+    timeoutMs: 30_000,
+  });
+  expect(backend.running, backend.stderr()).toBe(true);
+}, 60_000);
+
+afterAll(async () => {
+  await killAll();
+  await secure?.stop();
+  await rm(dir, { recursive: true, force: true });
+});
+
+describe('secure mode', () => {
+  it('workers enroll with the bootstrap credential, run a run, and renew as they go', async () => {
+    const w1 = worker('sec-w1');
+    const w2 = worker('sec-w2');
+    await eventually(
+      () => {
+        for (const w of [w1, w2]) {
+          expect(w.running, w.stderr()).toBe(true);
+          expect(w.stderr()).toContain('connected with its own credential');
+          expect(w.stderr()).toContain('worker joined');
+        }
+      },
+      { timeoutMs: 30_000 },
+    );
+    await submitAndWait('sec-r1', 6);
+    // Each credential lives 4 s: after 9 s each worker has renewed and reconnected with
+    // the new one at least once, and still works.
+    await new Promise((resolve) => setTimeout(resolve, 9_000));
+    for (const w of [w1, w2]) {
+      expect(w.running, w.stderr()).toBe(true);
+      expect(w.stderr().split('credential renewed').length - 1).toBeGreaterThanOrEqual(2);
+    }
+    await submitAndWait('sec-r2', 4);
+  }, 120_000);
+
+  it('a revoked worker is disconnected and declared Lost, and the other keeps working', async () => {
+    const r = await runSonar('revoke', ['revoke', 'sec-w1', '--json'], {
+      ...secure.envFor('operator'),
+    });
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toEqual({ workerId: 'sec-w1', revoked: true, pushed: true });
+    // Cut off at once: the server closes its connection and refuses its credential, and
+    // the worker ends as Failed.
+    const w1 = workers.get('sec-w1')!;
+    const exit = await w1.exited;
+    expect(exit.code, w1.stderr()).not.toBe(0);
+    expect(w1.stderr()).toMatch(/authorization|revoked|conflict/i);
+    const w2 = workers.get('sec-w2')!;
+    expect(w2.running, w2.stderr()).toBe(true);
+    await submitAndWait('sec-r3', 4);
+    // Whatever it would say now, it is not heard: its id is refused.
+    const status = await runSonar('status', ['status', '--json'], secure.envFor('operator'));
+    expect(status.code, status.stderr).toBe(0);
+    const live = (JSON.parse(status.stdout) as { workers: { workerId: string }[] }).workers;
+    expect(live.map((w) => w.workerId)).toEqual(['sec-w2']);
+  }, 90_000);
+});
