@@ -22,6 +22,7 @@ import { mintWorkerJwt } from '../../src/auth/mint.js';
 import { roleInboxPrefix, secureNames, workerInboxPrefix } from '../../src/auth/permissions.js';
 import { lookupAccountJwt, pushRevocation } from '../../src/auth/revoke.js';
 import { eventually } from '../helpers/eventually.js';
+import { publishOutcome, subscribeOutcome } from '../helpers/permission-probes.js';
 import { startSecureNats } from '../helpers/secure-nats.js';
 import { runSonar } from '../helpers/sonar-process.js';
 import { CREDENTIAL_FILE_USES } from '../../src/auth/creds-init.js';
@@ -78,32 +79,6 @@ async function connectWorker(
   });
   conns.push(nc);
   return nc;
-}
-
-/**
- * What a request to `subject` meets: `allowed` when the publish went through (no one
- * answers here: no responders), `denied` on a permissions violation.
- */
-async function publishOutcome(nc: NatsConnection, subject: string): Promise<string> {
-  try {
-    await nc.request(subject, '{}', { timeout: 2_000 });
-    return 'allowed';
-  } catch (err: unknown) {
-    const text = String((err as Error).message);
-    if (/permissions violation/i.test(text)) return 'denied';
-    if (/no responders/i.test(text)) return 'allowed';
-    throw err;
-  }
-}
-
-/** `denied` when the server refuses the subscription. */
-async function subscribeOutcome(nc: NatsConnection, subject: string): Promise<string> {
-  const sub = nc.subscribe(subject);
-  const closed = sub.closed.then((e) => (e instanceof Error ? e.message : 'closed'));
-  await nc.flush();
-  const first = await Promise.race([closed, nc.flush().then(() => 'open')]);
-  sub.unsubscribe();
-  return /permissions violation/i.test(first) ? 'denied' : first === 'open' ? 'allowed' : first;
 }
 
 describe('sonar creds init on nats-server 2.9.10', () => {
