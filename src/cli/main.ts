@@ -60,4 +60,17 @@ export async function main(argv: string[]): Promise<number> {
   }
 }
 
+/**
+ * How long a finished verb may take to exit by itself. Past it, something a library left
+ * open (a connection still redialling with a refused credential, a timer) would keep a
+ * failed worker alive with nothing to do, and its supervisor would never see it end.
+ */
+const EXIT_GRACE_MS = 15_000;
+
 process.exitCode = await main(process.argv);
+setTimeout(() => {
+  process.stderr.write(
+    `sonar: still open ${EXIT_GRACE_MS} ms after the end: ${process.getActiveResourcesInfo().join(', ')}; exiting\n`,
+  );
+  process.exit();
+}, EXIT_GRACE_MS).unref();

@@ -11,8 +11,11 @@ import { isApiError } from './api-client.js';
 /** How the backend that answered `enroll` wants this worker to connect. */
 export type EnrollMode = CredentialReply['mode'] | 'legacy';
 
-/** The retry pause once a renewal failed, while the credential still has life left. */
+/** The retry pause once a renewal failed. */
 const RENEW_RETRY_MS = 5_000;
+
+/** Asks `enroll` again with the bootstrap credential (a connection of its own, closed after). */
+export type Reenroll = () => Promise<CredentialReply>;
 
 /**
  * A worker's own key pair and the credential the backend minted for it (secure mode). The
@@ -27,6 +30,9 @@ export class WorkerCredential {
   private jwt: string | null = null;
   private expiresAt = 0;
   private timer: NodeJS.Timeout | null = null;
+  private reenrolling: Promise<void> | null = null;
+  private fenced: ((err: unknown) => void) | null = null;
+  private reenroll: Reenroll | null = null;
   mode: EnrollMode = 'open';
 
   constructor(
@@ -67,11 +73,20 @@ export class WorkerCredential {
 
   /**
    * Renews at half the remaining life, with `api` on the worker's own subject. A refusal
-   * (`forbidden`: revoked; `conflict`: Lost or Left) is `onFenced`; anything else is retried
-   * while the credential lives.
+   * (`forbidden`: revoked; `conflict`: Lost or Left) is `onFenced`; anything else is retried.
+   * Once the credential has expired (an outage outlived it), its own connection cannot come
+   * back with it: the worker enrolls again with the bootstrap credential, under the same key,
+   * and the next reconnect presents the new JWT. So an outage of any length is waited out.
    */
-  startRenewing(api: ApiClient, signal: AbortSignal, onFenced: (err: unknown) => void): void {
+  startRenewing(
+    api: ApiClient,
+    signal: AbortSignal,
+    reenroll: Reenroll,
+    onFenced: (err: unknown) => void,
+  ): void {
     if (this.mode !== 'secure') return;
+    this.reenroll = reenroll;
+    this.fenced = onFenced;
     const schedule = (ms: number): void => {
       if (signal.aborted) return;
       this.timer = setTimeout(() => void renew(), Math.max(0, ms));
@@ -79,11 +94,14 @@ export class WorkerCredential {
     };
     const renew = async (): Promise<void> => {
       try {
-        const reply = await api.request<'renew', CredentialReply>(
-          'renew',
-          { workerId: this.workerId, publicKey: this.publicKey },
-          { signal },
-        );
+        const reply =
+          Date.now() >= this.expiresAt
+            ? await reenroll()
+            : await api.request<'renew', CredentialReply>(
+                'renew',
+                { workerId: this.workerId, publicKey: this.publicKey },
+                { signal, retryForMs: Math.max(0, this.expiresAt - Date.now()) },
+              );
         this.take(reply);
         this.log.info('credential renewed', { expiresAt: new Date(this.expiresAt).toISOString() });
         schedule((this.expiresAt - Date.now()) / 2);
@@ -98,6 +116,35 @@ export class WorkerCredential {
       }
     };
     schedule((this.expiresAt - Date.now()) / 2);
+  }
+
+  /**
+   * The server refused this connection's credential. At its expiry (`expired`), the
+   * reconnect presents the renewed JWT, unless that one has expired too. Otherwise (revoked,
+   * or expired in an outage) the worker enrolls again with the bootstrap credential at once:
+   * `ok` gives a JWT for the next reconnect; a revoked, Lost or Left worker is refused, and
+   * is fenced.
+   */
+  onAuthError(expired: boolean): void {
+    const reenroll = this.reenroll;
+    if (this.mode !== 'secure' || reenroll === null || this.reenrolling) return;
+    if (expired && Date.now() < this.expiresAt) return;
+    this.reenrolling = (async () => {
+      try {
+        this.take(await reenroll());
+        this.log.info('credential refused by the server: enrolled again', {
+          expiresAt: new Date(this.expiresAt).toISOString(),
+        });
+      } catch (err: unknown) {
+        if (isApiError(err, ErrorCode.Forbidden) || isApiError(err, ErrorCode.Conflict)) {
+          this.fenced?.(err);
+        } else {
+          this.log.warn('could not enroll again; trying at the next refusal', { err });
+        }
+      }
+    })().finally(() => {
+      this.reenrolling = null;
+    });
   }
 
   stop(): void {

@@ -13,8 +13,9 @@ import { assertSlotsFit, DEFAULT_MAX_PAYLOAD } from '../pulse-size.js';
 import type { Logger } from '../log.js';
 import { connectNats } from '../nats.js';
 import { WorkerCredential } from './credential.js';
+import { isAuthError, isExpiredCredential } from './auth-errors.js';
 import { cancelControlSchema, dispatchMessageSchema } from '../protocol.js';
-import type { DispatchMessage, JoinReply, RegistryEntry } from '../protocol.js';
+import type { CredentialReply, DispatchMessage, JoinReply, RegistryEntry } from '../protocol.js';
 import { createOutputStore } from '../storage/create-output-store.js';
 import { outputKey } from '../storage/output-store.js';
 import type { OutputStore } from '../storage/output-store.js';
@@ -177,9 +178,14 @@ export class Worker {
         subject: (verb) => this.n.subjects.workerApi(this.workerId, verb),
       }),
     });
-    this.credential.startRenewing(this.api, this.lifecycle.signal, (err) => {
-      void this.failWith(err);
-    });
+    this.credential.startRenewing(
+      this.api,
+      this.lifecycle.signal,
+      () => this.enrollAgain(),
+      (err) => {
+        void this.failWith(err);
+      },
+    );
     const imds = o.spot === false ? null : new ImdsClient(o.imdsUrl, 1_000);
     const spotOn = imds !== null && (o.spot === true || (await imds.available()));
     if (imds && spotOn && this.instanceId === undefined) {
@@ -255,13 +261,45 @@ export class Worker {
         name,
         authenticator: this.credential.authenticator(),
         inboxPrefix: workerInboxPrefix(this.workerId),
+        // A refused credential (expired in an outage, or revoked) is enrolled again rather
+        // than the connection given up: see WorkerCredential.onAuthError.
+        ignoreAuthErrorAbort: true,
       });
       this.ownsNc = true;
+      const own = this.nc;
+      void (async () => {
+        for await (const s of own.status()) {
+          if (s.type === 'error' && isAuthError(s.error)) {
+            this.credential.onAuthError(isExpiredCredential(s.error));
+          }
+        }
+      })().catch(() => {});
     } finally {
       if (!o.nc && this.nc !== boot) await boot.close().catch(() => {});
     }
     this.log.info('connected with its own credential');
     return this.nc;
+  }
+
+  /** `enroll` once more with the bootstrap credential, on a connection of its own. */
+  private async enrollAgain(): Promise<CredentialReply> {
+    const o = this.opts;
+    const boot =
+      o.nc ??
+      (await connectNats(o.connection, {
+        name: `sonar-worker-${this.workerId}-enroll`,
+        life: 'one-shot',
+      }));
+    try {
+      const api = new ApiClient(boot, this.n, { timeoutMs: o.requestTimeoutMs, log: this.log });
+      return await api.request<'enroll', CredentialReply>(
+        'enroll',
+        { workerId: this.workerId, publicKey: this.credential.publicKey },
+        { signal: this.lifecycle.signal },
+      );
+    } finally {
+      if (!o.nc) await boot.close().catch(() => {});
+    }
   }
 
   /**
@@ -713,8 +751,11 @@ export class Worker {
     this.log.error('worker failed', { err });
     for (const t of this.tasks.values()) this.stopTask(t, 'lost');
     this.spot?.stop();
-    await this.pulse?.remove().catch(() => {});
-    await this.close();
+    // Bounded: removing the key waits for the pulse in flight, and a drain for a flush,
+    // which a connection the server refuses (a revoked worker's) never gets.
+    const grace = new Deadline(this.opts.stopGraceMs);
+    await grace.settle(this.pulse?.remove().catch(() => {}) ?? Promise.resolve());
+    await this.close(grace);
     this.settle.reject(err);
   }
 

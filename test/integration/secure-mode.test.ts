@@ -23,7 +23,9 @@ const workers = new Map<string, SonarProcess>();
 
 const FAST = {
   SONAR_PULSE_INTERVAL: '300ms',
-  SONAR_PULSE_TTL: '2s',
+  // Above the reconnect that every credential expiry forces (up to 2 s with jitter): the
+  // server closes a connection when the JWT it was opened with expires.
+  SONAR_PULSE_TTL: '5s',
   SONAR_TICK: '300ms',
   SONAR_LOCK_TTL: '5s',
   SONAR_IMDS_URL: NO_IMDS,
@@ -107,6 +109,25 @@ describe('secure mode', () => {
     await submitAndWait('sec-r2', 4);
   }, 120_000);
 
+  it('an outage longer than a credential lives is waited out: workers enroll again', async () => {
+    await secure.server.kill('SIGTERM');
+    // Every worker credential (4 s) expires while the server is down.
+    await new Promise((resolve) => setTimeout(resolve, 6_000));
+    await secure.server.restart();
+    await eventually(
+      () => {
+        for (const id of ['sec-w1', 'sec-w2']) {
+          const w = workers.get(id)!;
+          expect(w.running, w.stderr()).toBe(true);
+          expect(w.stderr()).toMatch(/enrolled again|credential renewed/);
+        }
+      },
+      { timeoutMs: 30_000 },
+    );
+    await submitAndWait('sec-r-outage', 4);
+    for (const id of ['sec-w1', 'sec-w2']) expect(workers.get(id)!.running).toBe(true);
+  }, 90_000);
+
   it('a revoked worker is disconnected and declared Lost, and the other keeps working', async () => {
     const r = await runSonar('revoke', ['revoke', 'sec-w1', '--json'], {
       ...secure.envFor('operator'),
@@ -116,7 +137,12 @@ describe('secure mode', () => {
     // Cut off at once: the server closes its connection and refuses its credential, and
     // the worker ends as Failed.
     const w1 = workers.get('sec-w1')!;
-    const exit = await w1.exited;
+    const exit = await Promise.race([
+      w1.exited,
+      new Promise<never>((_, reject) =>
+        setTimeout(() => reject(new Error(`still running:\n${w1.stderr().slice(-4000)}`)), 30_000),
+      ),
+    ]);
     expect(exit.code, w1.stderr()).not.toBe(0);
     expect(w1.stderr()).toMatch(/authorization|revoked|conflict/i);
     const w2 = workers.get('sec-w2')!;
