@@ -1,7 +1,6 @@
 /**
  * deploy/: every compose and Kubernetes YAML file parses (CI cannot run Docker or a cluster
- * here), says what the issue asks of it, and grants each role exactly the permissions of
- * deploy/nats/accounts.conf (the file the access-control test runs against).
+ * here) and says what the issue asks of it.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -44,31 +43,6 @@ function docsOf(file: string): Doc[] {
 
 const at = (o: unknown, ...path: (string | number)[]): unknown =>
   path.reduce<unknown>((v, k) => (v as Record<string | number, unknown> | undefined)?.[k], o);
-
-type Permissions = Record<string, { publish: string[]; subscribe: string[] }>;
-
-/**
- * The users of the SONAR account in deploy/nats/accounts.conf with their allow lists: the
- * quoted strings of each `publish`/`subscribe` block (the file's own layout, kept simple).
- */
-function accountsConfPermissions(): Permissions {
-  const text = readFileSync(join(DEPLOY, 'nats', 'accounts.conf'), 'utf8')
-    .split('\n')
-    .map((l) => l.replace(/#.*$/, ''))
-    .join('\n');
-  const out: Permissions = {};
-  const blocks = text.split(/\buser: /).slice(1);
-  for (const block of blocks) {
-    const user = block.match(/^(\w+)/)![1]!;
-    if (user === 'sys') continue;
-    const list = (kind: string): string[] => {
-      const m = block.match(new RegExp(`${kind}: \\{\\s*allow: \\[([^\\]]*)\\]`));
-      return m ? [...m[1]!.matchAll(/"([^"]+)"/g)].map((x) => x[1]!) : [];
-    };
-    out[user] = { publish: list('publish'), subscribe: list('subscribe') };
-  }
-  return out;
-}
 
 describe('deploy/ YAML', () => {
   it('finds the compose file and the Kubernetes files', () => {
@@ -210,29 +184,6 @@ describe('deploy/ YAML', () => {
       expect(at(values, 'config', 'cluster', 'replicas')).toBe(3);
       expect(at(values, 'config', 'jetstream', 'enabled')).toBe(true);
       expect(at(values, 'config', 'jetstream', 'merge', 'sync_interval')).toBe('always');
-    });
-
-    it('the chart grants each role exactly what accounts.conf grants', () => {
-      const values = docsOf(join('k8s', 'nats-values.yaml'))[0]!;
-      const users = at(values, 'config', 'merge', 'accounts', 'SONAR', 'users') as {
-        user: string;
-        permissions: { publish: { allow: string[] }; subscribe: { allow: string[] } };
-      }[];
-      const fromChart: Permissions = Object.fromEntries(
-        users.map((u) => [
-          u.user,
-          { publish: u.permissions.publish.allow, subscribe: u.permissions.subscribe.allow },
-        ]),
-      );
-      const fromConf = accountsConfPermissions();
-      expect(Object.keys(fromConf).sort()).toEqual([
-        'backend',
-        'client',
-        'operator',
-        'supervisor',
-        'worker',
-      ]);
-      expect(fromChart).toEqual(fromConf);
     });
   });
 });
