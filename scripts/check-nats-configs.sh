@@ -3,7 +3,9 @@
 # no start). They must stay valid on nats-server 2.9.10 (Debian bookworm).
 # Usage: scripts/check-nats-configs.sh [file.conf ...]   (default: deploy/nats/*.conf)
 # The binary can be overridden with NATS_SERVER_BIN, as in test/helpers/nats-server.ts.
-# Needs openssl too (scripts/dev-ca.sh makes the certificates the TLS fragments name).
+# Needs openssl too (scripts/dev-ca.sh makes the certificates the TLS fragments name), and
+# Node: the server configs include creds/resolver.conf, which is made here with
+# `sonar creds init`, as a deployer makes it (node_modules are installed if missing).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -42,6 +44,17 @@ scratch="$(mktemp -d)"
 trap 'rm -rf "$scratch"' EXIT
 "$root/scripts/dev-ca.sh" "$scratch/certs" sonar-nats-1 sonar-nats-2 sonar-nats-3 >/dev/null
 
+# Secure mode: every server config includes ./creds/resolver.conf (operator JWT, system
+# account, full resolver, preloaded accounts). Make a real one with the CLI, so that `-t`
+# proves the include parses and its JWTs load on this server. A deployer's own
+# deploy/nats/creds is never read.
+# .ci/run calls this before `npm test` installs node_modules: install them first if need be.
+if [[ ! -d "$root/node_modules/tsx" ]]; then
+  node "$root/scripts/setup.mjs"
+fi
+node "$root/bin/sonar.js" creds init "$scratch/creds" --resolver-dir "$scratch/resolver" >/dev/null
+resolver_include='^include \./creds/resolver\.conf[[:space:]]*$'
+
 # A commented-out `# include ./tls.conf` or `# include ./cluster-tls.conf` is TLS a reader
 # may turn on: a config holding one is checked a second time with it turned on.
 tls_include='^([[:space:]]*)# (include \./(cluster-)?tls\.conf)[[:space:]]*$'
@@ -63,12 +76,20 @@ for f in "${files[@]}"; do
   mkdir -p "$work"
   cp "$(dirname "$f")"/*.conf "$work"/ 2>/dev/null || true
   cp "$f" "$work"/
+  mkdir -p "$work/creds"
+  cp "$scratch/creds/resolver.conf" "$work/creds/"
   sed -i "s#/etc/nats/certs/#$scratch/certs/#g" "$work"/*.conf
   target="$work/$(basename "$f")"
   label="${f#"$root"/}"
   if grep -q '^# requires: nats-server >= 2.10' "$f" && ! newer_than_2_9; then
     grep -v '# 2.10+$' "$f" | sed "s#/etc/nats/certs/#$scratch/certs/#g" >"$target"
     label+=" (without its 2.10+ lines: this server is older)"
+  fi
+  # A server config (it names its server) that does not include resolver.conf would let
+  # every client in anonymously with full rights.
+  if grep -q '^server_name:' "$f" && ! grep -Eq "$resolver_include" "$f"; then
+    echo "FAIL  $label: no \`include ./creds/resolver.conf\` (secure mode)" >&2
+    failed=1
   fi
   check "$label" "$target"
   if grep -Eq "$tls_include" "$target"; then
