@@ -1,5 +1,5 @@
 /**
- * `sonar creds init DIR`: every key, JWT and creds file of secure mode (SECURE-DESIGN.md),
+ * `sonar creds init DIR`: every key, JWT and creds file of secure mode (docs/threat-model.md),
  * and `resolver.conf`, the server config fragment that trusts them.
  *
  * Operator `sonar` (identity key + one signing key, which signs both accounts and later

@@ -1,5 +1,5 @@
 /**
- * Mints a worker's user JWT with the scoped worker signing key (SECURE-DESIGN.md): the JWT
+ * Mints a worker's user JWT with the scoped worker signing key (docs/threat-model.md): the JWT
  * names the worker and carries no permissions of its own (the server rejects a scoped user
  * that does); the key's template gives it `{{name()}}`-scoped rights.
  */

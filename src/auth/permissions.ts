@@ -1,7 +1,7 @@
 /**
  * Every role's NATS permissions in secure (operator/JWT) mode, as data: the one definition
  * `sonar creds init` writes into the role users and the worker signing key's template
- * (SECURE-DESIGN.md). Built from `names(prefix)` so a `SONAR_PREFIX` rename carries through.
+ * (docs/threat-model.md). Built from `names(prefix)` so a `SONAR_PREFIX` rename carries through.
  *
  * Wildcards match whole tokens only, so every bucket and stream is listed by name. No role
  * but the backend may subscribe to a shared inbox: each has its own inbox prefix
