@@ -216,6 +216,14 @@ export interface SonarConfig {
    */
   eventsMaxBytes: number | 'auto';
   /**
+   * `SONAR_STAGING_MAX_BYTES`: the byte bound of the stream where workers in secure mode stage
+   * outputs over the inline limit until their `result` moves them into the object store. A
+   * full staging stream refuses new uploads (the task fails and is retried), never evicts.
+   * Counted in chunks of 128 KiB, so nothing is reserved from the server's `max_file_store`.
+   * @defaultValue 1GiB
+   */
+  stagingMaxBytes: number;
+  /**
    * `SONAR_HTTP_PORT`: one port for `/metrics`, `/healthz`, `/readyz`, the dashboard and its
    * API; `0` picks a free port.
    * @defaultValue unset (off)
@@ -349,6 +357,7 @@ export const configDefaults = {
   SONAR_LOCK_TTL: '10s',
   SONAR_REPLICAS: '1',
   SONAR_EVENTS_MAX_BYTES: 'auto',
+  SONAR_STAGING_MAX_BYTES: '1GiB',
   SONAR_DASHBOARD: 'on',
   SONAR_SESSION_TTL: '12h',
   SONAR_HTTP_SECURE_COOKIE: 'auto',
@@ -556,6 +565,7 @@ export const sonarEnvSchema = z
     SONAR_LOCK_TTL: setting(d.SONAR_LOCK_TTL, duration(1)),
     SONAR_REPLICAS: setting(d.SONAR_REPLICAS, integer(1, 5)),
     SONAR_EVENTS_MAX_BYTES: setting(d.SONAR_EVENTS_MAX_BYTES, sizeOrAuto),
+    SONAR_STAGING_MAX_BYTES: setting(d.SONAR_STAGING_MAX_BYTES, size),
     SONAR_HTTP_PORT: optionalSetting(port),
     SONAR_HTTP_HOST: optionalSetting(text),
     SONAR_HTTP_TOKEN: optionalSetting(text),
@@ -655,6 +665,7 @@ export const sonarEnvSchema = z
       lockTtlMs: env.SONAR_LOCK_TTL,
       replicas: env.SONAR_REPLICAS,
       eventsMaxBytes: env.SONAR_EVENTS_MAX_BYTES,
+      stagingMaxBytes: env.SONAR_STAGING_MAX_BYTES,
       httpPort: env.SONAR_HTTP_PORT,
       httpHost: env.SONAR_HTTP_HOST,
       httpToken: env.SONAR_HTTP_TOKEN,
@@ -717,6 +728,7 @@ const FIELD_NAMES: Record<ConfigVariable, string> = {
   SONAR_LOCK_TTL: 'lockTtlMs',
   SONAR_REPLICAS: 'replicas',
   SONAR_EVENTS_MAX_BYTES: 'eventsMaxBytes',
+  SONAR_STAGING_MAX_BYTES: 'stagingMaxBytes',
   SONAR_HTTP_PORT: 'httpPort',
   SONAR_HTTP_HOST: 'httpHost',
   SONAR_HTTP_TOKEN: 'httpToken',

@@ -11,6 +11,8 @@ export interface Names {
     finalize: string;
     poison: string;
     advisories: string;
+    /** Outputs workers stage for the backend to move into the object store (secure mode). */
+    staging: string;
   };
   buckets: {
     workers: string;
@@ -47,6 +49,12 @@ export interface Names {
      */
     workerApi(workerId: string, verb: string): string;
     controlCancel: string;
+    /**
+     * `<prefix>.stage.<workerId>.<attemptId>`: one attempt's staged output. The id in the
+     * subject is the writer's identity: in secure mode only that worker may publish there.
+     */
+    stage(workerId: string, attemptId: string): string;
+    stageAll: string;
     /** `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.<stream>.>` for the finalize stream. */
     maxDeliveriesAdvisory: string;
   };
@@ -76,6 +84,7 @@ export function names(prefix = 'sonar'): Names {
       finalize: finalizeStream,
       poison: `${upper}_POISON`,
       advisories: `${upper}_ADVISORIES`,
+      staging: `${upper}_STAGING`,
     },
     buckets: {
       workers: `${prefix}_workers`,
@@ -106,6 +115,8 @@ export function names(prefix = 'sonar'): Names {
       apiAll: `${prefix}.api.>`,
       workerApi: (workerId, verb) => `${prefix}.api.w.${workerId}.${verb}`,
       controlCancel: `${prefix}.control.cancel`,
+      stage: (workerId, attemptId) => `${prefix}.stage.${workerId}.${attemptId}`,
+      stageAll: `${prefix}.stage.>`,
       maxDeliveriesAdvisory: `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.${finalizeStream}.>`,
     },
   };

@@ -27,6 +27,11 @@ export interface TopologyOptions {
    * @defaultValue {@link DEFAULT_SESSION_TTL_MS}
    */
   sessionTtlMs?: number;
+  /**
+   * The staging stream's byte bound (`SONAR_STAGING_MAX_BYTES`).
+   * @defaultValue {@link DEFAULT_STAGING_MAX_BYTES}
+   */
+  stagingMaxBytes?: number;
 }
 
 /** A dashboard login lasts this long unless `SONAR_SESSION_TTL` says otherwise. */
@@ -43,6 +48,12 @@ export const DEFAULT_TOPOLOGY_OPTIONS: TopologyOptions = {
 
 /** Window in which a retried publish with the same `Nats-Msg-Id` is stored once. */
 export const DEDUPE_WINDOW_MS = 2 * 60_000;
+/** The bytes of one staged output chunk (the object store's own chunk size). */
+export const STAGE_CHUNK_BYTES = 128 * 1024;
+/** All staged outputs at once, unless `SONAR_STAGING_MAX_BYTES` says otherwise. */
+export const DEFAULT_STAGING_MAX_BYTES = 1024 ** 3;
+/** A staged output not moved by then was abandoned (its worker died before `result`). */
+export const STAGING_MAX_AGE_MS = 6 * 3_600_000;
 /** A dispatch lease: an unstarted task comes back to another puller after this. */
 export const DISPATCH_ACK_WAIT_MS = 60_000;
 /** Max jobs a finalizer consumer may hold unacked: jobs waiting out a nak delay count too. */
@@ -116,6 +127,28 @@ export function topology(n: Names, opts: TopologyOptions): Topology {
         subjects: [n.subjects.poisonAll],
         retention: RetentionPolicy.Limits,
         max_msgs_per_subject: -1,
+      },
+      {
+        // Outputs over the inline limit that workers stage, one subject per attempt, for the
+        // backend to move into the object store at `result` (src/storage/staged-output.ts):
+        // the object store's own writes need rollups and purges that would let any writer
+        // wipe it. Bounded: chunks of STAGE_CHUNK_BYTES, a bound with discard `new` so a
+        // worker that fills it is refused rather than evicting others' outputs, and an age
+        // that clears what a dead worker left. The bound is a message count (of chunks at most
+        // max_msg_size each), not max_bytes: the server reserves max_bytes from its store up
+        // front, and a small store would refuse the stream.
+        ...common,
+        name: n.streams.staging,
+        subjects: [n.subjects.stageAll],
+        retention: RetentionPolicy.Limits,
+        max_msgs: Math.max(
+          1,
+          Math.ceil((opts.stagingMaxBytes ?? DEFAULT_STAGING_MAX_BYTES) / STAGE_CHUNK_BYTES),
+        ),
+        max_msg_size: STAGE_CHUNK_BYTES + 4 * 1024,
+        max_age: nanos(STAGING_MAX_AGE_MS),
+        discard: DiscardPolicy.New,
+        allow_rollup_hdrs: false,
       },
       {
         // MAX_DELIVERIES advisories are fire-and-forget: capture them, so that a poison

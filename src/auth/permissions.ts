@@ -57,9 +57,9 @@ export function secureNames(n: Names): SecureNames {
   return {
     account: upper,
     buckets: { enrollments: n.buckets.enrollments, sessions: n.buckets.sessions },
-    streams: { staging: `${upper}_STAGING` },
+    streams: { staging: n.streams.staging },
     subjects: {
-      stageAll: `${n.prefix}.stage.>`,
+      stageAll: n.subjects.stageAll,
       workerApiAll: (id) => `${n.prefix}.api.w.${id}.>`,
       workerStageAll: (id) => `${n.prefix}.stage.${id}.>`,
     },

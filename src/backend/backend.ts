@@ -89,6 +89,7 @@ export class Backend {
       finalizeMaxDeliver: config.finalizeMaxDeliver,
       eventsMaxBytes,
       sessionTtlMs: config.sessionTtlMs,
+      stagingMaxBytes: config.stagingMaxBytes,
     }).catch((err: unknown) => {
       throw eventsBoundRefusal(err, eventsMaxBytes);
     });

@@ -32,6 +32,7 @@ const WHAT: Partial<Record<ConfigVariable, string>> = {
   SONAR_LOCK_TTL: 'leader lock TTL (more than the tick)',
   SONAR_REPLICAS: 'replicas of every stream and bucket',
   SONAR_EVENTS_MAX_BYTES: 'byte bound of the events stream; new work is refused near it',
+  SONAR_STAGING_MAX_BYTES: 'byte bound of the stream where secure-mode workers stage outputs',
   SONAR_HTTP_PORT: 'serve /metrics /healthz /readyz and the dashboard here; 0 = any free port',
   SONAR_HTTP_HOST: 'address the HTTP server binds (not loopback: needs SONAR_HTTP_TOKEN)',
   SONAR_HTTP_TOKEN: 'token the dashboard requires',

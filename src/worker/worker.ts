@@ -17,6 +17,7 @@ import { isAuthError, isExpiredCredential } from './auth-errors.js';
 import { cancelControlSchema, dispatchMessageSchema } from '../protocol.js';
 import type { CredentialReply, DispatchMessage, JoinReply, RegistryEntry } from '../protocol.js';
 import { createOutputStore } from '../storage/create-output-store.js';
+import { stageOutput } from '../storage/staged-output.js';
 import { outputKey } from '../storage/output-store.js';
 import type { OutputStore } from '../storage/output-store.js';
 import { ApiClient, isApiError } from './api-client.js';
@@ -572,15 +573,31 @@ export class Worker {
     if (tooBig !== null) return this.fail(task, -1, `output ${tooBig}`, false);
     let output: ResultOutput;
     try {
-      output = await packOutput(bytes, (b) =>
-        this.outputStore().then((store) => store.put(outputKey(d.runId, d.taskId, d.attemptId), b)),
-      );
+      output = await packOutput(bytes, (b) => this.upload(d, b));
     } catch (err: unknown) {
       this.outputs = null;
       const why = err instanceof Error ? err.message : String(err);
       return this.fail(task, -1, `output upload failed: ${why}`, true);
     }
     await this.send('result', { ...this.creds(task), output }, REPORT_RETRY_MS);
+  }
+
+  /**
+   * Puts an output over the inline limit where the backend will find it; gives its ref. In
+   * secure mode the credential may not write the object store: the output is staged on the
+   * worker's own staging subject, and the backend moves it at `result`.
+   */
+  private async upload(d: DispatchMessage, bytes: Uint8Array): Promise<string> {
+    const key = outputKey(d.runId, d.taskId, d.attemptId);
+    if (this.credential.mode !== 'secure' || this.opts.outputs || this.opts.s3) {
+      return (await this.outputStore()).put(key, bytes);
+    }
+    await stageOutput(
+      jetstream(this.nc!),
+      this.n.subjects.stage(this.workerId, d.attemptId),
+      bytes,
+    );
+    return key;
   }
 
   /** The configured output store, opened on first use (most outputs travel inline). */

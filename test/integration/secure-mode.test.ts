@@ -5,10 +5,14 @@
  * renew their short-lived credentials while they work, and one is revoked and cut off while
  * the other keeps working.
  */
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect, credsAuthenticator } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { names } from '../../streams/names.js';
+import { roleInboxPrefix } from '../../src/auth/permissions.js';
 import { eventually } from '../helpers/eventually.js';
 import { startSecureNats } from '../helpers/secure-nats.js';
 import type { SecureNats } from '../helpers/secure-nats.js';
@@ -108,6 +112,55 @@ describe('secure mode', () => {
     }
     await submitAndWait('sec-r2', 4);
   }, 120_000);
+
+  it('an output over the inline limit is staged by its worker and moved into the store by the backend', async () => {
+    const blob = 'x'.repeat(100_000);
+    const file = join(dir, 'sec-big.json');
+    await writeFile(
+      file,
+      JSON.stringify({
+        runId: 'sec-big',
+        steps: [
+          {
+            id: 's',
+            tags: ['sec'],
+            output: 'json',
+            tasks: [0, 1, 2].map((i) => ({ id: `t${i}`, input: { i, blob } })),
+          },
+        ],
+      }),
+    );
+    const client = { ...secure.envFor('client'), ...FAST };
+    const submitted = await runSonar('submit sec-big', ['submit', file, '--wait'], client);
+    expect(submitted.code, submitted.stderr + backend.stderr().slice(-3_000)).toBe(0);
+    const r = await runSonar('results sec-big', ['results', 'sec-big', '--json'], client);
+    expect(r.code, r.stderr).toBe(0);
+    const list = JSON.parse(r.stdout) as { results: { taskId: string; bytes: number }[] };
+    expect(list.results.map((v) => v.taskId)).toEqual(['t0', 't1', 't2']);
+    for (const [i, v] of list.results.entries()) {
+      expect(v.bytes).toBeGreaterThan(16 * 1024);
+      // The whole output, read back from the object store with the client's credential.
+      const one = await runSonar(
+        `results sec-big t${i}`,
+        ['results', 'sec-big', '--task', v.taskId, '--json'],
+        client,
+      );
+      expect(one.code, one.stderr).toBe(0);
+      expect((JSON.parse(one.stdout) as { json: unknown }).json).toEqual({ i, blob });
+    }
+    // Nothing is left staged once moved.
+    const nc = await connect({
+      servers: secure.server.url,
+      authenticator: credsAuthenticator(await readFile(secure.creds.backend)),
+      inboxPrefix: roleInboxPrefix('backend'),
+    });
+    try {
+      const info = await (await jetstreamManager(nc)).streams.info(names().streams.staging);
+      expect(info.state.messages).toBe(0);
+    } finally {
+      await nc.close();
+    }
+  }, 90_000);
 
   it('an outage longer than a credential lives is waited out: workers enroll again', async () => {
     await secure.server.kill('SIGTERM');

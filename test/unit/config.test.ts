@@ -49,6 +49,7 @@ describe('loadConfig', () => {
         lockTtlMs: 10_000,
         replicas: 1,
         eventsMaxBytes: 'auto',
+        stagingMaxBytes: 1024 ** 3,
         dashboard: true,
         sessionTtlMs: 12 * 3_600_000,
         httpSecureCookie: 'auto',
@@ -121,6 +122,7 @@ describe('loadConfig', () => {
         SONAR_LOCK_TTL: '5s',
         SONAR_REPLICAS: '3',
         SONAR_EVENTS_MAX_BYTES: '8GiB',
+        SONAR_STAGING_MAX_BYTES: '2GiB',
         SONAR_HTTP_PORT: '8080',
         SONAR_DASHBOARD: 'off',
         SONAR_SESSION_TTL: '30m',
@@ -166,6 +168,7 @@ describe('loadConfig', () => {
         lockTtlMs: 5_000,
         replicas: 3,
         eventsMaxBytes: 8 * 1024 ** 3,
+        stagingMaxBytes: 2 * 1024 ** 3,
         httpPort: 8080,
         dashboard: false,
         sessionTtlMs: 1_800_000,
@@ -317,6 +320,7 @@ describe('loadConfig', () => {
       ['SONAR_REPLICAS', '0', 'must be at least 1'],
       ['SONAR_EVENTS_MAX_BYTES', '8GB', 'is not a size or auto (e.g. 8GiB)'],
       ['SONAR_EVENTS_MAX_BYTES', '0', 'is not a size or auto'],
+      ['SONAR_STAGING_MAX_BYTES', 'lots', 'is not a size'],
       ['SONAR_HTTP_PORT', '70000', 'is not a port'],
       ['SONAR_HTTP_PORT', 'http', 'is not a port'],
       ['SONAR_RETENTION', '1y', 'is not a duration'],
@@ -398,7 +402,7 @@ describe('loadConfig', () => {
 
 describe('configVariables', () => {
   it('lists the SONAR_* variables of DESIGN.md §9', () => {
-    expect(configVariables).toHaveLength(50);
+    expect(configVariables).toHaveLength(51);
     expect(configVariables[0]).toBe('SONAR_NATS_URL');
     expect(configVariables.every((v) => v.startsWith('SONAR_'))).toBe(true);
   });

@@ -13,6 +13,7 @@ import type { JoinReply, ParsedRequestOf } from '../../protocol.js';
 import { INLINE_OUTPUT_MAX, outputKey } from '../../storage/output-store.js';
 import type { Handlers } from '../api-service.js';
 import type { BackendContext } from '../context.js';
+import { StagedOutputs } from '../staged-outputs.js';
 import { didHappen, resolveAttempt, staleError } from './attempt.js';
 import type { AttemptRequest, ResolvedAttempt } from './attempt.js';
 import type { WorkerSnapshot } from '../../../actors/projection.js';
@@ -120,6 +121,7 @@ function checkOutput(req: ParsedRequestOf<'result'>, maxOutputBytes: number): vo
 /** The worker verbs of DESIGN.md section 6: join, start, result, fail, release, drain, leave, exited. */
 export function workerHandlers(ctx: BackendContext): Handlers {
   const { names: n, writer } = ctx;
+  const staged = new StagedOutputs(ctx);
 
   /** Enqueues the finalization job of the task's accepted result (idempotent by msg id). */
   const enqueue = async (req: AttemptRequest): Promise<void> => {
@@ -217,6 +219,10 @@ export function workerHandlers(ctx: BackendContext): Handlers {
         from: ['Running'],
         retryWhenStale: true,
         write: async (a) => {
+          // Called for the attempt's holder only: what it staged becomes the attempt's object.
+          if (inline === undefined && 'ref' in req.output) {
+            await staged.commit(req.workerId, req.attemptId, req.output.ref, req.output.bytes);
+          }
           // The event holds an inline output itself, so a crash before the enqueue loses
           // nothing: the reconciler (or this request's retry) enqueues again.
           await writer.write({
