@@ -61,5 +61,7 @@ describe('chaos: a poison payload that kills every worker that runs it', () => {
     // Three crashes, each reported by the supervisor (more if a starved worker was fenced).
     expect(w.exits.length).toBeGreaterThanOrEqual(3);
     expect(w.exits.every((e) => e.signal === 'SIGKILL')).toBe(true);
+    // Each was reported over the supervisor credential and accepted.
+    expect(w.exitReportFailures).toEqual([]);
   });
 });

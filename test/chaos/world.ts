@@ -106,6 +106,11 @@ export class ChaosWorld {
   /** Exits the supervisor saw and reported (see {@link ChaosWorld.startWorker}). */
   readonly exits: { workerId: string; code: number | null; signal: string | null }[] = [];
   /**
+   * Exit reports (`exited`, over the supervisor credential) that failed, with why: a refused
+   * permission would otherwise hide behind the slower pulse-TTL path to the same recovery.
+   */
+  readonly exitReportFailures: string[] = [];
+  /**
    * Live workers whose key expired (a stall past the pulse TTL on this loaded machine): each
    * learnt it at its next pulse, exited (DESIGN.md section 4), and its supervisor replaced it.
    */
@@ -225,7 +230,9 @@ export class ChaosWorld {
     const report = { workerId: proc.name, code: exit.code, signal: exit.signal };
     this.exits.push(report);
     if (/is Lost: its registry key vanished/.test(proc.stderr())) this.fenced.push(proc.name);
-    await new ApiClient(this.supervisorNc, this.n).request('exited', report).catch(() => {});
+    await new ApiClient(this.supervisorNc, this.n)
+      .request('exited', report)
+      .catch((err: unknown) => this.exitReportFailures.push(`${proc.name}: ${String(err)}`));
     if (!this.stopping) this.startWorker(opts);
   }
 
