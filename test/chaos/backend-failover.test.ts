@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../helpers/eventually.js';
-import { startNatsServer } from '../helpers/nats-server.js';
-import type { NatsServer } from '../helpers/nats-server.js';
+import { startSecureNats } from '../helpers/secure-nats.js';
+import type { SecureNats } from '../helpers/secure-nats.js';
 import { killAll } from '../helpers/sonar-process.js';
+import { freshPrefix } from '../helpers/topology.js';
 import { finishScenario, firstAfter } from './scenario.js';
 import type { Fault } from './scenario.js';
 import { ChaosWorld, chaosRun } from './world.js';
@@ -10,22 +11,23 @@ import type { Backend } from './world.js';
 
 const TASKS = 500;
 
-let server: NatsServer;
+let secure: SecureNats;
 let world: ChaosWorld | undefined;
 
 beforeAll(async () => {
-  server = await startNatsServer();
+  // Secure mode, its credentials made for this file's one world.
+  secure = await startSecureNats({ prefix: freshPrefix() });
 });
 afterAll(async () => {
   await world?.stop();
   await killAll();
-  await server?.stop();
+  await secure?.stop();
 });
 
 describe('chaos: the leading backend SIGKILLed twice, with a standby', () => {
   it('a standby takes the lead each time and the run completes', async () => {
     const startedAt = Date.now();
-    const w = (world = await ChaosWorld.start({ urls: [server.url] }));
+    const w = (world = await ChaosWorld.start({ secure }));
     // One at a time: the first provisions the topology (see the README on concurrent starts).
     await w.startBackend();
     await w.startBackend();

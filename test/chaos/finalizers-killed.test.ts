@@ -1,24 +1,26 @@
 import { jetstreamManager } from '@nats-io/jetstream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startNatsServer } from '../helpers/nats-server.js';
-import type { NatsServer } from '../helpers/nats-server.js';
+import { startSecureNats } from '../helpers/secure-nats.js';
+import type { SecureNats } from '../helpers/secure-nats.js';
 import { killAll } from '../helpers/sonar-process.js';
+import { freshPrefix } from '../helpers/topology.js';
 import { finalizingAgain, finishScenario } from './scenario.js';
 import type { Fault } from './scenario.js';
 import { ChaosWorld, chaosRun } from './world.js';
 
 const TASKS = 600;
 
-let server: NatsServer;
+let secure: SecureNats;
 let world: ChaosWorld | undefined;
 
 beforeAll(async () => {
-  server = await startNatsServer();
+  // Secure mode, its credentials made for this file's one world.
+  secure = await startSecureNats({ prefix: freshPrefix() });
 });
 afterAll(async () => {
   await world?.stop();
   await killAll();
-  await server?.stop();
+  await secure?.stop();
 });
 
 describe('chaos: a burst of results while the finalizers are SIGKILLed', () => {
@@ -27,7 +29,7 @@ describe('chaos: a burst of results while the finalizers are SIGKILLed', () => {
     // One finalizer lane per backend against 24 busy slots: results arrive faster than they
     // are finalized, so the queue holds a backlog and jobs are in hand at every kill.
     const w = (world = await ChaosWorld.start({
-      urls: [server.url],
+      secure,
       env: { SONAR_FINALIZERS: '1' },
     }));
     await w.startBackend();

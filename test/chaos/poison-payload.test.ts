@@ -1,29 +1,31 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startNatsServer } from '../helpers/nats-server.js';
-import type { NatsServer } from '../helpers/nats-server.js';
+import { startSecureNats } from '../helpers/secure-nats.js';
+import type { SecureNats } from '../helpers/secure-nats.js';
 import { killAll } from '../helpers/sonar-process.js';
+import { freshPrefix } from '../helpers/topology.js';
 import { finishScenario, firstAfter } from './scenario.js';
 import { ChaosWorld, chaosRun } from './world.js';
 
 const TASKS = 500;
 const POISON = 't7';
 
-let server: NatsServer;
+let secure: SecureNats;
 let world: ChaosWorld | undefined;
 
 beforeAll(async () => {
-  server = await startNatsServer();
+  // Secure mode, its credentials made for this file's one world.
+  secure = await startSecureNats({ prefix: freshPrefix() });
 });
 afterAll(async () => {
   await world?.stop();
   await killAll();
-  await server?.stop();
+  await secure?.stop();
 });
 
 describe('chaos: a poison payload that kills every worker that runs it', () => {
   it('ends Dead after the recovery limit while the rest of the run completes', async () => {
     const startedAt = Date.now();
-    const w = (world = await ChaosWorld.start({ urls: [server.url] }));
+    const w = (world = await ChaosWorld.start({ secure }));
     await w.startBackend();
     // Supervised: each crashed worker is reported (`exited`) and replaced, as `sonar workers`
     // or Kubernetes would; the report makes the recovery immediate (DESIGN.md section 4).
@@ -59,5 +61,7 @@ describe('chaos: a poison payload that kills every worker that runs it', () => {
     // Three crashes, each reported by the supervisor (more if a starved worker was fenced).
     expect(w.exits.length).toBeGreaterThanOrEqual(3);
     expect(w.exits.every((e) => e.signal === 'SIGKILL')).toBe(true);
+    // Each was reported over the supervisor credential and accepted.
+    expect(w.exitReportFailures).toEqual([]);
   });
 });

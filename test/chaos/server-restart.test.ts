@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../helpers/eventually.js';
-import { startNatsServer } from '../helpers/nats-server.js';
-import type { NatsServer } from '../helpers/nats-server.js';
+import { startSecureNats } from '../helpers/secure-nats.js';
+import type { SecureNats } from '../helpers/secure-nats.js';
 import { killAll } from '../helpers/sonar-process.js';
+import { freshPrefix } from '../helpers/topology.js';
 import { finalizingAgain, finishScenario } from './scenario.js';
 import type { Fault } from './scenario.js';
 import { ChaosWorld, chaosRun } from './world.js';
@@ -11,22 +12,23 @@ const TASKS = 500;
 /** Long enough that every client sees the connection drop and pulses fail. */
 const DOWN_MS = 2_000;
 
-let server: NatsServer;
+let secure: SecureNats;
 let world: ChaosWorld | undefined;
 
 beforeAll(async () => {
-  server = await startNatsServer();
+  // Secure mode, its credentials made for this file's one world.
+  secure = await startSecureNats({ prefix: freshPrefix() });
 });
 afterAll(async () => {
   await world?.stop();
   await killAll();
-  await server?.stop();
+  await secure?.stop();
 });
 
 describe('chaos: the single nats-server SIGKILLed mid-run, restarted on its port and store', () => {
   it('every process reconnects and the run completes with nothing lost', async () => {
     const startedAt = Date.now();
-    const w = (world = await ChaosWorld.start({ urls: [server.url] }));
+    const w = (world = await ChaosWorld.start({ secure }));
     await w.startBackend();
     // Supervised: a worker fenced off as lost exits and is replaced (see the README).
     await w.waitWorkersLive(Array.from({ length: 6 }, () => w.startWorker({ supervise: true })));
@@ -34,9 +36,9 @@ describe('chaos: the single nats-server SIGKILLed mid-run, restarted on its port
     await w.waitFinalized(TASKS * 0.3);
 
     const faults: Fault[] = [{ what: `SIGKILL nats-server, down ${DOWN_MS} ms`, at: Date.now() }];
-    await server.kill('SIGKILL');
+    await secure.server.kill('SIGKILL');
     await new Promise((resolve) => setTimeout(resolve, DOWN_MS));
-    await server.restart();
+    await secure.server.restart();
 
     const status = await w.waitRunEnded('kill-server');
     expect(status.state).toBe('Succeeded');

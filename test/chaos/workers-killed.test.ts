@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../helpers/eventually.js';
-import { startNatsServer } from '../helpers/nats-server.js';
-import type { NatsServer } from '../helpers/nats-server.js';
+import { startSecureNats } from '../helpers/secure-nats.js';
+import type { SecureNats } from '../helpers/secure-nats.js';
 import { killAll } from '../helpers/sonar-process.js';
+import { freshPrefix } from '../helpers/topology.js';
 import { finishScenario, lostWorkRestarted } from './scenario.js';
 import type { Fault } from './scenario.js';
 import { ChaosWorld, chaosRun } from './world.js';
@@ -10,16 +11,17 @@ import { ChaosWorld, chaosRun } from './world.js';
 const TASKS = 500;
 const FLEET = 10;
 
-let server: NatsServer;
+let secure: SecureNats;
 let world: ChaosWorld | undefined;
 
 beforeAll(async () => {
-  server = await startNatsServer();
+  // Secure mode, its credentials made for this file's one world.
+  secure = await startSecureNats({ prefix: freshPrefix() });
 });
 afterAll(async () => {
   await world?.stop();
   await killAll();
-  await server?.stop();
+  await secure?.stop();
 });
 
 /** `n` distinct random picks from `from`. */
@@ -35,7 +37,7 @@ function pick<T>(from: T[], n: number): T[] {
 describe('chaos: workers SIGKILLed mid-run while new ones join', () => {
   it('recovers every lost task; each result is finalized once', async () => {
     const startedAt = Date.now();
-    world = await ChaosWorld.start({ urls: [server.url] });
+    world = await ChaosWorld.start({ secure });
     await world.startBackend();
     await world.waitWorkersLive(
       Array.from({ length: FLEET }, () => world!.startWorker({ supervise: true })),

@@ -1,13 +1,20 @@
 /**
- * One chaos scenario's world: a fresh topology prefix on a running NATS (single server or
- * cluster), backends and workers as real `sonar` processes, a submitted run, and the
- * read-outs the invariants need (the exported log, the results sink, the leader lock).
+ * One chaos scenario's world: a fresh topology prefix on a running NATS in secure mode
+ * (single server or cluster, see secure-nats.ts), backends and workers as real `sonar`
+ * processes, a submitted run, and the read-outs the invariants need (the exported log, the
+ * results sink, the leader lock).
+ *
+ * Every process holds its own role's credential, as in a deployment: backends the backend's
+ * (with the worker signing key), workers only the fleet's bootstrap credential (they enroll
+ * and connect as themselves), `sonar export` the operator's. The test's own connections do
+ * the same: it submits and reads results as a client, reads the log, the registry and the
+ * leader lock as an operator, and reports its workers' exits as a supervisor.
  */
 import { jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import type { KV } from '@nats-io/kv';
-import { connect } from '@nats-io/transport-node';
-import type { NatsConnection } from '@nats-io/transport-node';
+import type { ConnectionOptions, NatsConnection } from '@nats-io/transport-node';
+import type { CredsRole } from '../../src/auth/creds-init.js';
 import { names } from '../../streams/names.js';
 import type { Names } from '../../streams/names.js';
 import { EventStore } from '../../streams/event-store.js';
@@ -18,7 +25,7 @@ import type { RunFile } from '../../src/protocol.js';
 import type { StoredResult } from '../../src/storage/results-sink.js';
 import { ApiClient } from '../../src/worker/api-client.js';
 import { eventually } from '../helpers/eventually.js';
-import { freshPrefix } from '../helpers/topology.js';
+import type { SecureEnvironment } from '../helpers/secure-nats.js';
 import { NO_IMDS } from '../helpers/worker-fixtures.js';
 import { spawnNode, spawnSonar } from '../helpers/sonar-process.js';
 import type { Exit, SonarProcess } from '../helpers/sonar-process.js';
@@ -70,8 +77,11 @@ export function chaosRun(runId: string, count: number, poison: string[] = []): R
 }
 
 export interface WorldOptions {
-  /** Client URLs (several for a cluster). */
-  urls: string[];
+  /**
+   * The secure server or cluster, whose credentials were made for this world's prefix
+   * (`startSecureNats({ prefix: freshPrefix() })`): the world's topology lives there.
+   */
+  secure: SecureEnvironment;
   /** Settings on top of {@link CHAOS_ENV}. */
   env?: Record<string, string>;
 }
@@ -96,6 +106,11 @@ export class ChaosWorld {
   /** Exits the supervisor saw and reported (see {@link ChaosWorld.startWorker}). */
   readonly exits: { workerId: string; code: number | null; signal: string | null }[] = [];
   /**
+   * Exit reports (`exited`, over the supervisor credential) that failed, with why: a refused
+   * permission would otherwise hide behind the slower pulse-TTL path to the same recovery.
+   */
+  readonly exitReportFailures: string[] = [];
+  /**
    * Live workers whose key expired (a stall past the pulse TTL on this loaded machine): each
    * learnt it at its next pulse, exited (DESIGN.md section 4), and its supervisor replaced it.
    */
@@ -108,28 +123,36 @@ export class ChaosWorld {
   private locks: Promise<KV> | null = null;
 
   private constructor(
+    /** The settings every process of this world shares (no credential). */
     readonly env: Record<string, string>,
+    readonly secure: SecureEnvironment,
     readonly n: Names,
+    /** The test's reading connection, as an operator: the log, the registry, the lock. */
     readonly nc: NatsConnection,
+    /** The test's client connection: submits, run status, the results sink. */
+    readonly clientNc: NatsConnection,
+    /** The supervisor connection that reports a supervised worker's exit. */
+    readonly supervisorNc: NatsConnection,
     readonly client: SonarClient,
   ) {}
 
   static async start(opts: WorldOptions): Promise<ChaosWorld> {
-    const prefix = freshPrefix();
-    const env = {
-      ...CHAOS_ENV,
-      SONAR_NATS_URL: opts.urls.join(','),
-      SONAR_PREFIX: prefix,
-      ...opts.env,
-    };
-    // The test's own connection must outlive a server restart too.
-    const nc = await connect({
-      servers: opts.urls,
-      maxReconnectAttempts: -1,
-      reconnectTimeWait: 250,
-    });
-    const client = new SonarClient(nc, { prefix, requestTimeoutMs: 5_000 });
-    return new ChaosWorld(env, names(prefix), nc, client);
+    const { prefix } = opts.secure;
+    const env = { ...CHAOS_ENV, SONAR_PREFIX: prefix, ...opts.env };
+    // The test's own connections must outlive a server restart too.
+    const life: Partial<ConnectionOptions> = { maxReconnectAttempts: -1, reconnectTimeWait: 250 };
+    const [nc, clientNc, supervisorNc] = await Promise.all(
+      (['operator', 'client', 'supervisor'] as const).map((role) =>
+        opts.secure.connectAs(role, life),
+      ),
+    );
+    const client = new SonarClient(clientNc!, { prefix, requestTimeoutMs: 5_000 });
+    return new ChaosWorld(env, opts.secure, names(prefix), nc!, clientNc!, supervisorNc!, client);
+  }
+
+  /** The environment of a process of `role`: this world's settings and that role's credential. */
+  envFor(role: CredsRole): Record<string, string> {
+    return { ...this.env, ...this.secure.envFor(role) };
   }
 
   /**
@@ -141,7 +164,7 @@ export class ChaosWorld {
     opts: { main?: string } = {},
   ): Promise<Backend> {
     const name = `backend-${++this.backendSeq}`;
-    const env = { ...this.env, ...extraEnv };
+    const env = { ...this.envFor('backend'), ...extraEnv };
     const proc = opts.main
       ? spawnNode(name, ['--import', 'tsx', opts.main], env)
       : spawnSonar(name, ['backend'], env);
@@ -161,10 +184,13 @@ export class ChaosWorld {
   }
 
   /**
-   * Starts `sonar worker --tags chaos -- ECHO` with a known id (not waited for). With
+   * Starts `sonar worker --tags chaos -- ECHO` with a known id (not waited for), holding the
+   * fleet's bootstrap credential only: it enrolls and connects as itself. With
    * `supervise`, this world acts as the worker's supervisor (what `sonar workers` does): when
    * the process dies on its own, it reports `sonar.api.exited` and starts a replacement.
-   * A process the test kills on purpose is not reported (its key must expire instead).
+   * A process the test kills on purpose is not reported (its key must expire instead). The
+   * report goes over the supervisor credential, as a trusted process manager's would (the
+   * threat model: workers on untrusted hosts never hold it).
    */
   startWorker(opts: WorkerOptions = {}): SonarProcess {
     const id = `w${++this.workerSeq}`;
@@ -173,7 +199,7 @@ export class ChaosWorld {
     const proc = spawnSonar(
       id,
       ['worker', '--worker-id', id, '--tags', TAG, '--slots', slots, '--', ...command],
-      this.env,
+      this.envFor('bootstrap'),
     );
     this.workers.push(proc);
     if (opts.supervise) void proc.exited.then((exit) => this.onWorkerExit(proc, exit, opts));
@@ -204,7 +230,9 @@ export class ChaosWorld {
     const report = { workerId: proc.name, code: exit.code, signal: exit.signal };
     this.exits.push(report);
     if (/is Lost: its registry key vanished/.test(proc.stderr())) this.fenced.push(proc.name);
-    await new ApiClient(this.nc, this.n).request('exited', report).catch(() => {});
+    await new ApiClient(this.supervisorNc, this.n)
+      .request('exited', report)
+      .catch((err: unknown) => this.exitReportFailures.push(`${proc.name}: ${String(err)}`));
     if (!this.stopping) this.startWorker(opts);
   }
 
@@ -223,6 +251,15 @@ export class ChaosWorld {
       },
       { timeoutMs, intervalMs: 200, message: `${procs.length} workers live` },
     );
+    // Secure mode is in force: each enrolled and holds a credential of its own, not the
+    // bootstrap one it started with.
+    for (const p of procs) {
+      if (!p.stderr().includes('connected with its own credential')) {
+        throw new Error(
+          `${p.name} is live without its own credential:\n${p.stderr().slice(-2_000)}`,
+        );
+      }
+    }
   }
 
   /** The nodeId holding the reconciler lock, or null. */
@@ -232,7 +269,10 @@ export class ChaosWorld {
     return e?.operation === 'PUT' ? e.string() : null;
   }
 
-  /** Results finalized so far: the sink bucket's message count (history 1, one per task). */
+  /**
+   * Results finalized so far: the sink bucket's message count (history 1, one per task), from
+   * its stream info (an operator may read that, not the results).
+   */
   async finalizedCount(): Promise<number> {
     const jsm = await jetstreamManager(this.nc);
     const info = await jsm.streams.info(`KV_${this.n.buckets.results}`);
@@ -276,7 +316,7 @@ export class ChaosWorld {
    * manager promise, and one made while the server was down stays rejected.
    */
   status(runId: string): Promise<RunStatus> {
-    const read = new SonarClient(this.nc, { prefix: this.n.prefix }).status(runId);
+    const read = new SonarClient(this.clientNc, { prefix: this.n.prefix }).status(runId);
     // A read whose ordered consumer sat on a node that died never ends: give up on it, the
     // caller polls again with a new consumer.
     let timer: NodeJS.Timeout | undefined;
@@ -297,36 +337,41 @@ export class ChaosWorld {
     ).catch(async (err: unknown) => this.failWithDiagnosis(err));
   }
 
-  /** `sonar export` as a real process: the JSONL lines of the whole prefix. */
+  /** `sonar export` as a real process, as an operator: the JSONL lines of the whole prefix. */
   async exportLog(): Promise<string[]> {
-    const proc = spawnSonar('export', ['export'], this.env);
+    const proc = spawnSonar('export', ['export'], this.envFor('operator'));
     const exit = await proc.exited;
     if (exit.code !== 0) throw new Error(`sonar export failed: ${proc.stderr().slice(-2_000)}`);
     return splitLines(proc.stdout());
   }
 
-  /** Every record in the results sink, and how many writes the sink's stream ever took. */
+  /**
+   * Every record in the results sink, and how many writes the sink's stream ever took: read
+   * as a client (`sonar results` reads the same bucket).
+   */
   async sink(): Promise<{ records: Map<string, StoredResult>; writes: number }> {
-    const kv = await new Kvm(this.nc).open(this.n.buckets.results);
+    const kv = await new Kvm(this.clientNc).open(this.n.buckets.results);
     const records = new Map<string, StoredResult>();
     for await (const key of await kv.keys()) {
       const e = await kv.get(key);
       if (e?.operation === 'PUT') records.set(key, e.json<StoredResult>());
     }
-    const jsm = await jetstreamManager(this.nc);
+    const jsm = await jetstreamManager(this.clientNc);
     // History 1 keeps one message per key, but last_seq counts every write ever made.
     const writes = (await jsm.streams.info(`KV_${this.n.buckets.results}`)).state.last_seq;
     return { records, writes };
   }
 
-  /** SIGKILLs every process of this world and closes the connection. */
+  /** SIGKILLs every process of this world and closes its connections. */
   async stop(): Promise<void> {
     this.stopping = true;
     await Promise.all([
       ...this.workers.map((w) => w.kill('SIGKILL')),
       ...this.backends.map((b) => b.proc.kill('SIGKILL')),
     ]);
-    await this.nc.close().catch(() => {});
+    await Promise.all(
+      [this.nc, this.clientNc, this.supervisorNc].map((c) => c.close().catch(() => {})),
+    );
   }
 }
 

@@ -7,6 +7,7 @@
  */
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
+import type { ConnectionOptions } from '@nats-io/transport-node';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import type { Server } from 'node:net';
@@ -25,6 +26,17 @@ export interface NatsClusterOptions {
   readyTimeoutMs?: number;
   /** Lines added inside every node's `cluster { }` block, e.g. an `include` of route TLS. */
   clusterConfig?: string;
+  /**
+   * Top-level lines added to node `name`'s config, given a directory of its own (created,
+   * kept across restarts, removed by `stop()`): e.g. secure mode's operator, system account
+   * and full resolver, whose JWT directory no two nodes may share (see secure-nats.ts).
+   */
+  nodeConfig?: (node: { name: string; dir: string }) => string;
+  /**
+   * Options of the connections that check readiness (`$JS.API.INFO` on each node), e.g. the
+   * authenticator and inbox prefix of a role allowed to ask it, when the nodes require auth.
+   */
+  connectOptions?: Partial<ConnectionOptions>;
 }
 
 export interface NatsClusterNode extends NatsServer {
@@ -80,6 +92,7 @@ function nodeConfig(args: {
   storeDir: string;
   routePorts: number[];
   clusterConfig: string | undefined;
+  nodeConfig: string | undefined;
 }): string {
   const routes = args.routePorts.map((p) => `    nats-route://127.0.0.1:${p}`).join('\n');
   return [
@@ -96,13 +109,23 @@ function nodeConfig(args: {
     `  ]`,
     ...(args.clusterConfig !== undefined ? [args.clusterConfig] : []),
     `}`,
+    ...(args.nodeConfig !== undefined ? [args.nodeConfig] : []),
     '',
   ].join('\n');
 }
 
 /** Waits until `url` answers `$JS.API.INFO`, which needs an elected meta leader. */
-async function waitJetStream(node: NatsServer, timeoutMs: number): Promise<void> {
-  const nc = await connect({ servers: node.url, reconnect: false, timeout: 2_000 });
+async function waitJetStream(
+  node: NatsServer,
+  timeoutMs: number,
+  connectOptions: Partial<ConnectionOptions> = {},
+): Promise<void> {
+  const nc = await connect({
+    ...connectOptions,
+    servers: node.url,
+    reconnect: false,
+    timeout: 2_000,
+  });
   try {
     await eventually(
       async () => {
@@ -140,6 +163,12 @@ export async function startNatsCluster(opts: NatsClusterOptions = {}): Promise<N
         const clusterPort = clusterPorts[i]!;
         const storeDir = join(dir, name);
         await mkdir(storeDir, { recursive: true });
+        let nodeConfigText: string | undefined;
+        if (opts.nodeConfig !== undefined) {
+          const nodeDir = join(dir, `${name}-own`);
+          await mkdir(nodeDir, { recursive: true });
+          nodeConfigText = opts.nodeConfig({ name, dir: nodeDir });
+        }
         const config = join(dir, `${name}.conf`);
         const routePorts = clusterPorts.filter((p) => p !== clusterPort);
         await writeFile(
@@ -152,6 +181,7 @@ export async function startNatsCluster(opts: NatsClusterOptions = {}): Promise<N
             storeDir,
             routePorts,
             clusterConfig: opts.clusterConfig,
+            nodeConfig: nodeConfigText,
           }),
         );
         const server = await startNatsServer({ config, port, storeDir });
@@ -178,10 +208,12 @@ export async function startNatsCluster(opts: NatsClusterOptions = {}): Promise<N
     async restartNode(i) {
       const n = node(i);
       await n.restart();
-      await waitJetStream(n, readyTimeoutMs);
+      await waitJetStream(n, readyTimeoutMs, opts.connectOptions);
     },
     async waitReady(timeoutMs = readyTimeoutMs) {
-      await Promise.all(nodes.filter((n) => n.running).map((n) => waitJetStream(n, timeoutMs)));
+      await Promise.all(
+        nodes.filter((n) => n.running).map((n) => waitJetStream(n, timeoutMs, opts.connectOptions)),
+      );
     },
     stop: stopAll,
   };

@@ -2,19 +2,28 @@
  * A nats-server in secure mode: `sonar creds init` into a temp dir, then a server whose
  * config includes the generated resolver.conf (operator mode, full resolver). Gives each
  * role's creds path and the environment a Sonar process of that role takes.
+ * {@link startSecureCluster} does the same for a cluster: every node in operator mode with
+ * a full resolver of its own.
  */
+import { connect } from '@nats-io/transport-node';
+import type { ConnectionOptions, NatsConnection } from '@nats-io/transport-node';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { initCredentials } from '../../src/auth/creds-init.js';
-import type { Credentials, CredsRole } from '../../src/auth/creds-init.js';
+import { initCredentials, resolverConf } from '../../src/auth/creds-init.js';
+import type { CredentialPaths, Credentials, CredsRole } from '../../src/auth/creds-init.js';
+import { readCreds } from '../../src/nats-creds.js';
+import { startNatsCluster } from './nats-cluster.js';
+import type { NatsCluster, NatsClusterOptions } from './nats-cluster.js';
 import { startNatsServer } from './nats-server.js';
 import type { NatsServer } from './nats-server.js';
 
-export interface SecureNats {
-  server: NatsServer;
-  /** The credentials directory (inside a temp dir that `stop()` removes). */
-  dir: string;
+/** What a secure server or cluster gives its tests: each role's credential, as files. */
+export interface SecureEnvironment {
+  /** The prefix the credentials were made for (`SONAR_PREFIX`). */
+  prefix: string;
+  /** Client URLs (one per node). */
+  urls: string[];
   /** Each role's `.creds` path. */
   creds: Record<CredsRole, string>;
   /** `worker-signing.nk`: the scoped worker signing key's seed. */
@@ -28,6 +37,17 @@ export interface SecureNats {
    * the worker signing key, the operator signing key and the SYS creds.
    */
   envFor(role: CredsRole): Record<string, string>;
+  /**
+   * A connection of the test process as `role`, with that role's inbox prefix (what
+   * `connectNats` does with a role's creds file); `opts` on top (e.g. reconnect settings).
+   */
+  connectAs(role: CredsRole, opts?: Partial<ConnectionOptions>): Promise<NatsConnection>;
+}
+
+export interface SecureNats extends SecureEnvironment {
+  server: NatsServer;
+  /** The credentials directory (inside a temp dir that `stop()` removes). */
+  dir: string;
   /** Stops the server and removes every file. */
   stop(): Promise<void>;
 }
@@ -50,25 +70,101 @@ export async function startSecureNats(opts: { prefix?: string } = {}): Promise<S
         `include ${JSON.stringify('./creds/resolver.conf')}\n`,
     );
     const server = await startNatsServer({ config, storeDir });
-    const envFor = (role: CredsRole): Record<string, string> => ({
-      SONAR_NATS_URL: server.url,
+    return {
+      ...secureEnvironment([server.url], credentials, paths),
+      server,
+      dir,
+      async stop() {
+        await server.stop();
+        await rm(root, { recursive: true, force: true, maxRetries: 3 });
+      },
+    };
+  } catch (err: unknown) {
+    await rm(root, { recursive: true, force: true, maxRetries: 3 });
+    throw err;
+  }
+}
+
+/** The role environments and connections of credentials `paths` on servers `urls`. */
+function secureEnvironment(
+  urls: string[],
+  credentials: Credentials,
+  paths: CredentialPaths,
+): SecureEnvironment {
+  return {
+    prefix: credentials.prefix,
+    urls,
+    creds: paths.creds,
+    workerSigningKey: paths.workerSigningSeed,
+    operatorSigningKey: paths.operatorSigningSeed,
+    credentials,
+    envFor: (role) => ({
+      SONAR_NATS_URL: urls.join(','),
       SONAR_NATS_CREDS: paths.creds[role],
       ...(role === 'backend' && {
         SONAR_WORKER_SIGNING_KEY: paths.workerSigningSeed,
         SONAR_NATS_OPERATOR_SIGNING_KEY: paths.operatorSigningSeed,
         SONAR_NATS_SYS_CREDS: paths.creds.sys,
       }),
+    }),
+    connectAs: (role, opts = {}) => connectRole(urls, paths.creds[role], opts),
+  };
+}
+
+async function connectRole(
+  urls: string[],
+  credsPath: string,
+  opts: Partial<ConnectionOptions>,
+): Promise<NatsConnection> {
+  const { authenticator, inboxPrefix } = await readCreds(credsPath);
+  return connect({
+    servers: urls,
+    authenticator,
+    ...(inboxPrefix !== undefined && { inboxPrefix }),
+    ...opts,
+  });
+}
+
+export interface SecureCluster extends SecureEnvironment {
+  cluster: NatsCluster;
+  /** The credentials directory (inside a temp dir that `stop()` removes). */
+  dir: string;
+  /** Stops every node and removes every file. */
+  stop(): Promise<void>;
+}
+
+/**
+ * A cluster in secure mode (see nats-cluster.ts for the nodes): one `sonar creds init`, and
+ * every node's config holds what resolver.conf holds (operator, system account, a full
+ * resolver that preloads both accounts), each node with a resolver directory of its own.
+ * Readiness is checked with the operator role's credential.
+ */
+export async function startSecureCluster(
+  opts: { prefix?: string } & Omit<NatsClusterOptions, 'nodeConfig' | 'connectOptions'> = {},
+): Promise<SecureCluster> {
+  const { prefix, ...clusterOpts } = opts;
+  const root = await mkdtemp(join(tmpdir(), 'sonar-secure-cluster-'));
+  try {
+    const dir = join(root, 'creds');
+    const { credentials, paths } = await initCredentials(dir, {
+      ...(prefix !== undefined && { prefix }),
+    });
+    const operator = await readCreds(paths.creds.operator);
+    const cluster = await startNatsCluster({
+      ...clusterOpts,
+      // The generated fragment, with the node's own JWT directory in place of the shared one.
+      nodeConfig: (node) => resolverConf(credentials, join(node.dir, 'jwt')),
+      connectOptions: {
+        authenticator: operator.authenticator,
+        ...(operator.inboxPrefix !== undefined && { inboxPrefix: operator.inboxPrefix }),
+      },
     });
     return {
-      server,
+      ...secureEnvironment(cluster.urls, credentials, paths),
+      cluster,
       dir,
-      creds: paths.creds,
-      workerSigningKey: paths.workerSigningSeed,
-      operatorSigningKey: paths.operatorSigningSeed,
-      credentials,
-      envFor,
       async stop() {
-        await server.stop();
+        await cluster.stop();
         await rm(root, { recursive: true, force: true, maxRetries: 3 });
       },
     };

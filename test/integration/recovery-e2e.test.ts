@@ -1,16 +1,18 @@
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
-import { connect } from '@nats-io/transport-node';
+import { createUser } from '@nats-io/nkeys';
+import { connect, jwtAuthenticator } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { EventStore } from '../../streams/event-store.js';
-import { names } from '../../streams/names.js';
+import { names, workerInboxPrefix } from '../../streams/names.js';
+import { mintWorkerJwt } from '../../src/auth/mint.js';
 import { ProjectionLoop } from '../../src/backend/projection-loop.js';
 import { SonarClient } from '../../src/client/client.js';
 import { silentLogger } from '../../src/log.js';
 import { eventually } from '../helpers/eventually.js';
-import { startNatsServer } from '../helpers/nats-server.js';
-import type { NatsServer } from '../helpers/nats-server.js';
+import { startSecureNats } from '../helpers/secure-nats.js';
+import type { SecureNats } from '../helpers/secure-nats.js';
 import { freshPrefix } from '../helpers/topology.js';
 import {
   killWorkers,
@@ -26,17 +28,18 @@ import type { TestBackend } from '../helpers/worker-fixtures.js';
 /**
  * Recovery end to end (issue 4), with real backend and worker processes and real signals:
  * a SIGKILLed leader, a SIGKILLed worker, a restarted backend.
+ *
+ * In secure mode, each test on a server of its own whose credentials are made for the
+ * test's prefix: backends hold the backend's credential and the worker signing key, workers
+ * only the fleet's bootstrap credential (they enroll and connect as themselves), the test
+ * submits as a client and follows the log as an operator.
  */
-let server: NatsServer;
-let nc: NatsConnection;
+let secure: SecureNats | undefined;
+const conns: NatsConnection[] = [];
 const backends = new Set<ChildProcess>();
 let tb: TestBackend | undefined;
 const watchers: ProjectionLoop[] = [];
 
-beforeAll(async () => {
-  server = await startNatsServer();
-  nc = await connect({ servers: server.url });
-});
 afterEach(async () => {
   await killWorkers();
   for (const b of backends) b.kill('SIGKILL');
@@ -44,14 +47,40 @@ afterEach(async () => {
   await tb?.stop();
   tb = undefined;
   for (const w of watchers.splice(0)) await w.stop();
-});
-afterAll(async () => {
-  await nc?.close();
-  await server?.stop();
+  for (const c of conns.splice(0)) await c.close().catch(() => {});
+  await secure?.stop();
+  secure = undefined;
 });
 
+/** A secure server for `prefix`, stopped after the test. */
+async function secureFor(prefix: string): Promise<SecureNats> {
+  secure = await startSecureNats({ prefix });
+  return secure;
+}
+
+/** The test's connection as `role` (closed after the test). */
+async function connectAs(
+  s: SecureNats,
+  role: 'backend' | 'client' | 'operator',
+): Promise<NatsConnection> {
+  const nc = await s.connectAs(role);
+  conns.push(nc);
+  return nc;
+}
+
+/** The settings that make a backend's environment a worker's: no backend secret, the bootstrap creds. */
+function workerEnvOf(env: Record<string, string>, s: SecureNats): Record<string, string> {
+  const {
+    SONAR_WORKER_SIGNING_KEY: _signing,
+    SONAR_NATS_OPERATOR_SIGNING_KEY: _operator,
+    SONAR_NATS_SYS_CREDS: _sys,
+    ...rest
+  } = env;
+  return { ...rest, ...s.envFor('bootstrap') };
+}
+
 /** A live projection of one prefix, folded in the test process from the stream. */
-async function watch(prefix: string): Promise<ProjectionLoop> {
+async function watch(nc: NatsConnection, prefix: string): Promise<ProjectionLoop> {
   const loop = new ProjectionLoop(new EventStore(nc, names(prefix)), silentLogger);
   await loop.start();
   watchers.push(loop);
@@ -80,8 +109,7 @@ async function spawnBackend(
   return { child, nodeId };
 }
 
-const shortEnv = (url: string, prefix: string): Record<string, string> => ({
-  SONAR_NATS_URL: url,
+const shortEnv = (prefix: string): Record<string, string> => ({
   SONAR_PREFIX: prefix,
   SONAR_TICK: '200ms',
   SONAR_LOCK_TTL: '2s',
@@ -95,18 +123,19 @@ const shortEnv = (url: string, prefix: string): Record<string, string> => ({
 describe('recovery with real processes', () => {
   it('a leader SIGKILLed mid-run is replaced by the standby, and the run completes', async () => {
     const prefix = freshPrefix();
+    const s = await secureFor(prefix);
     // The leader is the fault here, not the workers: a pulse TTL that a loaded CI machine
     // cannot miss, or a stalled worker is (rightly) fenced off and, unsupervised, the run stalls.
     const env = {
-      ...shortEnv(server.url, prefix),
+      ...shortEnv(prefix),
       SONAR_PULSE_INTERVAL: '500ms',
       SONAR_PULSE_TTL: '5s',
     };
-    const a = await spawnBackend(env);
-    const b = await spawnBackend(env);
-    const view = await watch(prefix);
+    const a = await spawnBackend({ ...env, ...s.envFor('backend') });
+    const b = await spawnBackend({ ...env, ...s.envFor('backend') });
+    const view = await watch(await connectAs(s, 'operator'), prefix);
     for (let i = 0; i < 2; i++) {
-      spawnWorker(env, [
+      spawnWorker({ ...env, ...s.envFor('bootstrap') }, [
         '--tags',
         'linux',
         '--slots',
@@ -117,7 +146,7 @@ describe('recovery with real processes', () => {
         'sleep 0.05; echo ok',
       ]);
     }
-    const client = new SonarClient(nc, { prefix });
+    const client = new SonarClient(await connectAs(s, 'client'), { prefix });
     await client.submit(runFileOf('lead', [{ id: 's1', tags: ['linux'], count: 200 }]));
     const leader = await eventually(() => view.projection.leader?.nodeId ?? false, {
       timeoutMs: 20_000,
@@ -144,10 +173,20 @@ describe('recovery with real processes', () => {
       SONAR_PULSE_TTL: '2s',
       SONAR_TICK: '200ms',
     };
-    tb = await startTestBackend(server.url, nc, env, { reconciler: true });
+    const prefix = freshPrefix();
+    const s = await secureFor(prefix);
+    // The backend in this process, on a connection of the backend's role, with its secrets.
+    const nc = await connectAs(s, 'backend');
+    tb = await startTestBackend(
+      s.server.url,
+      nc,
+      { ...env, ...s.envFor('backend'), SONAR_PREFIX: prefix },
+      { reconciler: true },
+    );
     const { ctx } = tb;
+    const workerEnv = workerEnvOf(tb.env, s);
     const cmd = ['--', 'sh', '-c', 'sleep 1.5; echo done'];
-    const first = spawnWorker(tb.env, [
+    const first = spawnWorker(workerEnv, [
       '--tags',
       'linux',
       '--slots',
@@ -156,7 +195,7 @@ describe('recovery with real processes', () => {
       'wa',
       ...cmd,
     ]);
-    const client = new SonarClient(nc, { prefix: ctx.names.prefix });
+    const client = new SonarClient(await connectAs(s, 'client'), { prefix });
     await client.submit(runFileOf('kill', [{ id: 's1', tags: ['linux'], count: 1 }]));
     const task = () => ctx.loop.projection.tasks.get('kill.t0')!.snapshot;
     await eventually(() => task().value === 'Running' && task().context.workerId === 'wa', {
@@ -164,7 +203,7 @@ describe('recovery with real processes', () => {
     });
     const oldAttemptId = task().context.attemptId!;
     first.child.kill('SIGKILL');
-    spawnWorker(tb.env, ['--tags', 'linux', '--slots', '1', '--worker-id', 'wb', ...cmd]);
+    spawnWorker(workerEnv, ['--tags', 'linux', '--slots', '1', '--worker-id', 'wb', ...cmd]);
     await eventually(() => task().value === 'Succeeded', { timeoutMs: 40_000 });
     expect(task().context.attempt).toBe(2);
     expect(task().context.workerId).toBe('wb');
@@ -174,10 +213,27 @@ describe('recovery with real processes', () => {
         .filter((e) => e.type === 'TaskRequeued')
         .map((e) => (e.data as { reason: string }).reason),
     ).toEqual(['worker-lost']);
-    // The old attempt's late result is refused, and nothing is appended.
+    // The old attempt's late result is refused, and nothing is appended. It comes as `wa`
+    // would send it: on wa's own subject, over a connection whose credential is minted for
+    // the id `wa` by the worker signing key (what the dead worker held; its seed died with it).
     const before = events.length;
-    const reply = await nc.request(
-      ctx.names.subjects.api('result'),
+    const key = createUser();
+    const jwt = await mintWorkerJwt({
+      workerId: 'wa',
+      publicKey: key.getPublicKey(),
+      signingSeed: s.credentials.workerSigning.seed,
+      accountPublicKey: s.credentials.account.publicKey,
+      ttlMs: 60_000,
+      now: Date.now(),
+    });
+    const asWa = await connect({
+      servers: s.server.url,
+      authenticator: jwtAuthenticator(jwt, key.getSeed()),
+      inboxPrefix: workerInboxPrefix('wa'),
+    });
+    conns.push(asWa);
+    const reply = await asWa.request(
+      ctx.names.subjects.workerApi('wa', 'result'),
       JSON.stringify({
         runId: 'kill',
         taskId: 't0',
@@ -196,18 +252,29 @@ describe('recovery with real processes', () => {
 
   it('a restarted backend does not requeue the tasks of live workers', async () => {
     const prefix = freshPrefix();
-    const env = { ...shortEnv(server.url, prefix), SONAR_ORPHAN_AGE: '2s' };
-    const first = await spawnBackend(env);
-    const view = await watch(prefix);
-    spawnWorker(env, ['--tags', 'linux', '--slots', '2', '--', 'sh', '-c', 'sleep 5; echo done']);
-    const client = new SonarClient(nc, { prefix });
+    const s = await secureFor(prefix);
+    const env = { ...shortEnv(prefix), SONAR_ORPHAN_AGE: '2s' };
+    const first = await spawnBackend({ ...env, ...s.envFor('backend') });
+    const operator = await connectAs(s, 'operator');
+    const view = await watch(operator, prefix);
+    spawnWorker({ ...env, ...s.envFor('bootstrap') }, [
+      '--tags',
+      'linux',
+      '--slots',
+      '2',
+      '--',
+      'sh',
+      '-c',
+      'sleep 5; echo done',
+    ]);
+    const client = new SonarClient(await connectAs(s, 'client'), { prefix });
     await client.submit(runFileOf('restart', [{ id: 's1', tags: ['linux'], count: 2 }]));
     await eventually(() => view.projection.stepIndex.get('restart.s1')!.counts.Running === 2, {
       timeoutMs: 20_000,
     });
     first.child.kill('SIGTERM');
     await new Promise((resolve) => first.child.once('exit', resolve));
-    await spawnBackend(env);
+    await spawnBackend({ ...env, ...s.envFor('backend') });
     await eventually(() => view.projection.runs.get('restart')?.snapshot.value === 'Succeeded', {
       timeoutMs: 40_000,
     });
@@ -215,7 +282,7 @@ describe('recovery with real processes', () => {
       const snap = view.projection.tasks.get(`restart.${t}`)!.snapshot;
       expect(snap.context.attempt).toBe(1);
     }
-    const store = new EventStore(nc, names(prefix));
+    const store = new EventStore(operator, names(prefix));
     const requeues = (
       await store.readAggregate(names(prefix).subjects.task('restart', '*'))
     ).filter((e) => e.type === 'TaskRequeued');

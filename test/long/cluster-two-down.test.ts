@@ -1,9 +1,10 @@
 import { jetstreamManager } from '@nats-io/jetstream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../helpers/eventually.js';
-import { startNatsCluster } from '../helpers/nats-cluster.js';
-import type { NatsCluster } from '../helpers/nats-cluster.js';
+import { startSecureCluster } from '../helpers/secure-nats.js';
+import type { SecureCluster } from '../helpers/secure-nats.js';
 import { killAll } from '../helpers/sonar-process.js';
+import { freshPrefix } from '../helpers/topology.js';
 import { finalizingAgain, finishScenario } from '../chaos/scenario.js';
 import type { Fault } from '../chaos/scenario.js';
 import { ChaosWorld } from '../chaos/world.js';
@@ -14,23 +15,24 @@ const SHORT = 300;
 const DOWN_MS = 60_000;
 const RUN = 'cluster-two-down';
 
-let cluster: NatsCluster;
+let secure: SecureCluster;
 let world: ChaosWorld | undefined;
 
 beforeAll(async () => {
-  cluster = await startNatsCluster({ size: 3 });
+  // Every node in operator mode with a full resolver of its own; credentials for one world.
+  secure = await startSecureCluster({ prefix: freshPrefix(), size: 3 });
 });
 afterAll(async () => {
   await world?.stop();
   await killAll();
-  await cluster?.stop();
+  await secure?.stop();
 });
 
 describe('long chaos: a 3-node cluster, SONAR_REPLICAS=3, 2 nodes SIGKILLed and down 60 s', () => {
   it('JetStream waits for its quorum, then the run completes with nothing lost', async () => {
     const startedAt = Date.now();
     const w = (world = await ChaosWorld.start({
-      urls: cluster.urls,
+      secure,
       // As in cluster-leader.test.ts: elections take seconds, a 3 s pulse TTL is too short.
       env: { SONAR_REPLICAS: '3', SONAR_PULSE_TTL: '5s', SONAR_ORPHAN_AGE: '5s' },
     }));
@@ -52,17 +54,17 @@ describe('long chaos: a 3-node cluster, SONAR_REPLICAS=3, 2 nodes SIGKILLed and 
     const jsm = await jetstreamManager(w.nc);
     const info = await jsm.streams.info(w.n.streams.events);
     expect(info.config.num_replicas).toBe(3);
-    const leader = cluster.servers.findIndex((s) => s.name === info.cluster?.leader);
+    const leader = secure.cluster.servers.findIndex((s) => s.name === info.cluster?.leader);
     expect(leader, `leader ${info.cluster?.leader}`).toBeGreaterThanOrEqual(0);
     const victims = [leader, (leader + 1) % 3];
-    const names = victims.map((i) => cluster.servers[i]!.name);
+    const names = victims.map((i) => secure.cluster.servers[i]!.name);
     const fault: Fault = {
       what: `SIGKILL ${names.join(' and ')} of 3 nodes, down ${DOWN_MS / 1_000} s`,
       at: Date.now(),
     };
-    await Promise.all(victims.map((i) => cluster.killNode(i)));
+    await Promise.all(victims.map((i) => secure.cluster.killNode(i)));
     await new Promise((resolve) => setTimeout(resolve, fault.at + DOWN_MS - Date.now()));
-    await Promise.all(victims.map((i) => cluster.restartNode(i)));
+    await Promise.all(victims.map((i) => secure.cluster.restartNode(i)));
 
     const status = await w.waitRunEnded(RUN, 300_000);
     expect(status.state).toBe('Succeeded');

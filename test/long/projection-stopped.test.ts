@@ -1,9 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../helpers/eventually.js';
 import { freePorts } from '../helpers/nats-cluster.js';
-import { startNatsServer } from '../helpers/nats-server.js';
-import type { NatsServer } from '../helpers/nats-server.js';
+import { startSecureNats } from '../helpers/secure-nats.js';
+import type { SecureNats } from '../helpers/secure-nats.js';
 import { killAll } from '../helpers/sonar-process.js';
+import { freshPrefix } from '../helpers/topology.js';
 import { finishScenario, firstAfter } from '../chaos/scenario.js';
 import type { Fault } from '../chaos/scenario.js';
 import { ChaosWorld } from '../chaos/world.js';
@@ -22,23 +23,24 @@ const LONG = 6;
 const SHORT = 300;
 const RUN = 'projection-stopped';
 
-let server: NatsServer;
+let secure: SecureNats;
 let world: ChaosWorld | undefined;
 
 beforeAll(async () => {
-  server = await startNatsServer();
+  // Secure mode, its credentials made for this file's one world.
+  secure = await startSecureNats({ prefix: freshPrefix() });
 });
 afterAll(async () => {
   await world?.stop();
   await killAll();
-  await server?.stop();
+  await secure?.stop();
 });
 
 describe('long chaos: the leader projection loop stops on its own, with a standby', () => {
   it('the leader exits 1 with one line, the standby leads, the restarted one catches up', async () => {
     const startedAt = Date.now();
     const [leaderPort, standbyPort] = await freePorts(2);
-    const w = (world = await ChaosWorld.start({ urls: [server.url] }));
+    const w = (world = await ChaosWorld.start({ secure }));
     // One at a time: the first provisions the topology, and takes the lead.
     const leader = await w.startBackend({ SONAR_HTTP_PORT: String(leaderPort) }, { main: FAULTY });
     await eventually(async () => (await w.leader()) === leader.nodeId, {

@@ -6,7 +6,7 @@
  */
 import { expect } from 'vitest';
 import { freePorts } from '../helpers/nats-cluster.js';
-import type { NatsServer } from '../helpers/nats-server.js';
+import type { SecureNats } from '../helpers/secure-nats.js';
 import { eventually } from '../helpers/eventually.js';
 import { finishScenario, finalizingAgain } from '../chaos/scenario.js';
 import type { Fault } from '../chaos/scenario.js';
@@ -31,7 +31,8 @@ const READY_AGAIN_MS = 10_000;
 
 export interface OutageScenario {
   name: string;
-  server: NatsServer;
+  /** The secure server, its credentials made for the world's prefix. */
+  secure: SecureNats;
   downMs: number;
   /** ChaosWorld receives it so afterAll can stop it. */
   onWorld: (w: ChaosWorld) => void;
@@ -41,7 +42,7 @@ export async function serverOutage(s: OutageScenario): Promise<void> {
   const startedAt = Date.now();
   const [httpPort] = await freePorts(1);
   const w = await ChaosWorld.start({
-    urls: [s.server.url],
+    secure: s.secure,
     env: {
       // On this shared machine a stall of a few seconds (the load, or the client library's
       // backoff after the server's restart) outlasts the chaos tier's 5 s publish timeout,
@@ -74,7 +75,7 @@ export async function serverOutage(s: OutageScenario): Promise<void> {
     what: `SIGKILL nats-server (~${published} tasks Published), down ${s.downMs / 1_000} s`,
     at: Date.now(),
   };
-  await s.server.kill('SIGKILL');
+  await s.secure.server.kill('SIGKILL');
   // Out of contact: not ready (send it nothing), but live (restarting it would not help).
   await eventually(async () => (await httpStatus(httpPort!, '/readyz')) === 503, {
     timeoutMs: 10_000,
@@ -87,7 +88,7 @@ export async function serverOutage(s: OutageScenario): Promise<void> {
   expect(await httpStatus(httpPort!, '/readyz')).toBe(503);
   expect(await httpStatus(httpPort!, '/healthz')).toBe(200);
 
-  await s.server.restart();
+  await s.secure.server.restart();
   const back = Date.now();
   await eventually(async () => (await httpStatus(httpPort!, '/readyz')) === 200, {
     timeoutMs: READY_AGAIN_MS,
