@@ -134,8 +134,7 @@ describe('sonar creds init on nats-server 2.9.10', () => {
     const jsm = await jetstreamManager(backend);
     await jsm.consumers.add(n.streams.dispatch, dispatchConsumer(n, 'creds'));
     await jetstream(backend).publish(n.subjects.dispatch('creds'), '{"task":1}');
-    const staging = secureNames(n);
-    await jsm.streams.add({ name: staging.streams.staging, subjects: [staging.subjects.stageAll] });
+    const staging = secureNames(n); // the topology provisioned its stream
     const js = jetstream(nc);
     const consumer = await js.consumers.get(n.streams.dispatch, n.consumers.dispatch('creds'));
     const job = await consumer.next({ expires: 2_000 });
