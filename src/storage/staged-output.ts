@@ -30,6 +30,25 @@ export const SHA256_HEADER = 'Sonar-Sha256';
 
 /** Chunks the backend holds ahead of the object store's writer. */
 const READ_AHEAD_CHUNKS = 4;
+/**
+ * How long the move waits for the next staged message. The marker was read first, so every
+ * message before it is stored: none arriving means they were removed meanwhile (aged out,
+ * or moved by another backend answering a retry of the same result).
+ */
+const IDLE_MS = 10_000;
+
+/** The iterator's next message, or a rejection after `ms` without one. */
+async function nextWithin<T>(it: AsyncIterator<T>, ms: number, what: string) {
+  let timer: NodeJS.Timeout | undefined;
+  const idle = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no staged message on ${what} for ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([it.next(), idle]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
 
 /** Stages `data` on `subject` (the worker's own staging subject for the attempt). */
 export async function stageOutput(
@@ -97,7 +116,7 @@ export async function commitStagedOutput(
   const body = new ReadableStream<Uint8Array>({
     async pull(controller) {
       for (;;) {
-        const next = await it.next();
+        const next = await nextWithin(it, IDLE_MS, subject);
         if (next.done) return controller.error(new Error(`${subject} ended before its marker`));
         const m = next.value;
         seen.push(m.seq);
