@@ -279,8 +279,9 @@ export class EventStore {
   }
 
   /**
-   * One ordered consumer from `fromSeq` until it delivers `end` (a stored event), or stands
-   * still for STALL_MS while this reader waits on it (`stalled`: `end` was removed since).
+   * One ordered consumer from `fromSeq` until it delivers `end`, or an event with nothing
+   * pending after it (the end as the server counts it when the event left), or stands still
+   * for STALL_MS while this reader waits on it (`stalled`).
    */
   private async readTo(
     filter: string,
@@ -312,11 +313,7 @@ export class EventStore {
         const pending = onRecord(recordOf(m));
         if (pending) await pending;
         last = m.seq;
-        // Only `end` ends the read, not a pending count of 0: `end` is a stored event, read
-        // from the stream itself, while a filtered consumer's pending count is the server's
-        // estimate (a replicated stream's readAggregate just after a node restart once came
-        // back one event short). An `end` removed meanwhile is a stall.
-        if (last >= end) {
+        if (last >= end || m.info.pending === 0) {
           ended = true;
           break;
         }
