@@ -96,9 +96,11 @@ describe('a NATS outage', () => {
       {
         SONAR_NATS_URL: server.url,
         SONAR_PULSE_INTERVAL: '500ms',
-        SONAR_PULSE_TTL: '10s',
+        // Long enough that the resumed worker has a wide margin to put its key back before
+        // the floor (a TTL of steady contact) passes, on a machine loaded by other suites.
+        SONAR_PULSE_TTL: '15s',
         SONAR_TICK: '500ms',
-        SONAR_LOCK_TTL: '20s',
+        SONAR_LOCK_TTL: '30s',
       },
       true,
     );
@@ -124,16 +126,18 @@ describe('a NATS outage', () => {
     // The worker stays still a little past the server's return: a reconciler that judged
     // at once would find its key gone.
     w.child.kill('SIGSTOP');
-    await new Promise((resolve) => setTimeout(resolve, 12_000));
+    await new Promise((resolve) => setTimeout(resolve, 17_000));
     await server.restart();
-    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
     w.child.kill('SIGCONT');
     await eventually(async () => (await ctx.registry.live()).some((e) => e.workerId === 'w1'), {
-      timeoutMs: 15_000,
-      message: `w1's key is back: ${w.stderr().slice(-3000)}`,
+      timeoutMs: 30_000,
+      message: "w1's key is back",
+    }).catch((err: unknown) => {
+      throw new Error(`${String(err)}\nworker:\n${w.stderr().slice(-4_000)}`);
     });
     // Well past the floor: nothing judged the worker.
-    await new Promise((resolve) => setTimeout(resolve, 10_000));
+    await new Promise((resolve) => setTimeout(resolve, 16_000));
     const workerEvents = (await eventsOf(ctx, ctx.names.subjects.worker('w1'))).map((e) => e.type);
     expect(workerEvents, w.stderr().slice(-3_000)).toEqual(['WorkerJoined']);
     expect(w.child.exitCode).toBeNull();
