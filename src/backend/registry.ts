@@ -1,5 +1,3 @@
-import { jetstreamManager } from '@nats-io/jetstream';
-import type { JetStreamManager } from '@nats-io/jetstream';
 import type { KV } from '@nats-io/kv';
 import { Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
@@ -20,46 +18,39 @@ export type LiveEntry = RegistryEntry;
  * reconciler reads the whole bucket every tick: a key that is there is live.
  */
 export class Registry {
-  private constructor(
-    readonly kv: KV,
-    private readonly jsm: JetStreamManager,
-    private readonly stream: string,
-    private readonly keyPrefix: string,
-  ) {}
+  private constructor(readonly kv: KV) {}
 
-  static async open(nc: NatsConnection, n: Names, timeoutMs = 10_000): Promise<Registry> {
-    const bucket = n.buckets.workers;
-    return new Registry(
-      await new Kvm(nc).open(bucket),
-      await jetstreamManager(nc, { timeout: timeoutMs }),
-      `KV_${bucket}`,
-      `$KV.${bucket}.`,
-    );
+  static async open(nc: NatsConnection, n: Names): Promise<Registry> {
+    return new Registry(await new Kvm(nc).open(n.buckets.workers));
   }
 
   /**
    * Every live entry, `pulseAt` = server time of its last pulse. Bad entries are skipped.
-   *
-   * The keys come from the stream's own subject list (one STREAM.INFO request, paged by the
-   * server), not from nats.js `kv.keys()`: that listing rides an ordered consumer that ends
-   * only on a message whose pending count is 0, and a key that expires between the
-   * consumer's creation and its delivery leaves it waiting for an idle heartbeat. With
-   * short pulse TTLs that stalled the reconciler for 10 s at a time. A failed request
-   * rejects; a partial list is never returned (a missing key would read as a dead worker).
+   * Rejects after `timeoutMs` rather than hang: the key listing rides an ordered consumer,
+   * and a listing that never ends would stall the reconciler for good (a partial list is
+   * never returned: a missing key would read as a dead worker).
    *
    * `expected` (the workers the log says are Active or Draining) are read one by one when
    * the listing missed them: a key is declared gone only when a direct read of it, answered
    * by the stream leader, finds nothing too. In the cluster chaos scenario a listing made
    * while a node rejoined came back without any key, and six live workers were declared Lost.
    */
-  async live(expected: Iterable<string> = []): Promise<LiveEntry[]> {
-    const info = await this.jsm.streams.info(this.stream, {
-      subjects_filter: `${this.keyPrefix}>`,
-    });
-    const listed = new Set(
-      Object.keys(info.state.subjects ?? {}).map((s) => s.slice(this.keyPrefix.length)),
+  async live(expected: Iterable<string> = [], timeoutMs = 10_000): Promise<LiveEntry[]> {
+    const keys = await this.kv.keys();
+    const timer = setTimeout(
+      () => keys.stop(new Error(`registry listing took more than ${timeoutMs} ms`)),
+      timeoutMs,
     );
-    const reads: Promise<LiveEntry | null>[] = [...listed].map((key) => this.read(key));
+    const listed = new Set<string>();
+    const reads: Promise<LiveEntry | null>[] = [];
+    try {
+      for await (const key of keys) {
+        listed.add(key);
+        reads.push(this.read(key));
+      }
+    } finally {
+      clearTimeout(timer);
+    }
     for (const id of expected) if (!listed.has(id)) reads.push(this.read(id));
     const out = (await Promise.all(reads)).filter((e): e is LiveEntry => e !== null);
     out.sort((a, b) => (a.workerId < b.workerId ? -1 : a.workerId > b.workerId ? 1 : 0));
