@@ -304,7 +304,7 @@ describe('access control in secure mode (sonar creds init, as deployed)', () => 
     await expect(jsm.streams.delete(n.streams.dispatch)).rejects.toThrow();
     expect(await publishOutcome(nc, `$O.${n.objectStores.outputs}.C.forged`)).toBe('denied');
     expect(await lastSeq(`OBJ_${n.objectStores.outputs}`)).toBe(stored);
-    expect(new TextDecoder().decode((await store.getBlob('acl/probe/a1')))).toBe('kept');
+    expect(new TextDecoder().decode(await store.getBlob('acl/probe/a1'))).toBe('kept');
   });
 
   it('a worker cannot read another worker’s deliveries or replies: no shared inbox', async () => {
