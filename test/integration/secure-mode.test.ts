@@ -5,14 +5,12 @@
  * renew their short-lived credentials while they work, and one is revoked and cut off while
  * the other keeps working.
  */
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { connect, credsAuthenticator } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { names } from '../../streams/names.js';
-import { roleInboxPrefix } from '../../src/auth/permissions.js';
 import { eventually } from '../helpers/eventually.js';
 import { startSecureNats } from '../helpers/secure-nats.js';
 import type { SecureNats } from '../helpers/secure-nats.js';
@@ -149,11 +147,7 @@ describe('secure mode', () => {
       expect((JSON.parse(one.stdout) as { json: unknown }).json).toEqual({ i, blob });
     }
     // Nothing is left staged once moved.
-    const nc = await connect({
-      servers: secure.server.url,
-      authenticator: credsAuthenticator(await readFile(secure.creds.backend)),
-      inboxPrefix: roleInboxPrefix('backend'),
-    });
+    const nc = await secure.connectAs('backend');
     try {
       const info = await (await jetstreamManager(nc)).streams.info(names().streams.staging);
       expect(info.state.messages).toBe(0);
