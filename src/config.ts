@@ -78,6 +78,15 @@ export interface SonarConfig {
    */
   workerSigningKey?: string;
   /**
+   * `SONAR_WORKER_ACCOUNT_JWT` (backend, secure mode): path of the workers' account JWT
+   * (`workers-account.jwt` of `sonar creds init`), the account whose scoped signing key
+   * {@link SonarConfig.workerSigningKey} is and in which workers' credentials are minted and
+   * revoked. Unset, workers are minted into the backend's own account, as credentials made
+   * before the workers' account existed expect (weaker: docs/threat-model.md).
+   * @defaultValue unset
+   */
+  workerAccountJwt?: string;
+  /**
    * `SONAR_WORKER_CREDENTIAL_TTL` (backend): how long a worker's credential lives; workers
    * renew it at half its life.
    * @defaultValue 1h
@@ -538,6 +547,7 @@ export const sonarEnvSchema = z
     SONAR_NATS_TLS_KEY: optionalSetting(text),
     SONAR_NATS_INBOX_PREFIX: optionalSetting(text),
     SONAR_WORKER_SIGNING_KEY: optionalSetting(text),
+    SONAR_WORKER_ACCOUNT_JWT: optionalSetting(text),
     SONAR_WORKER_CREDENTIAL_TTL: setting(d.SONAR_WORKER_CREDENTIAL_TTL, duration(1)),
     SONAR_NATS_OPERATOR_SIGNING_KEY: optionalSetting(text),
     SONAR_NATS_SYS_CREDS: optionalSetting(text),
@@ -640,6 +650,7 @@ export const sonarEnvSchema = z
       natsTlsKey: env.SONAR_NATS_TLS_KEY,
       natsInboxPrefix: env.SONAR_NATS_INBOX_PREFIX,
       workerSigningKey: env.SONAR_WORKER_SIGNING_KEY,
+      workerAccountJwt: env.SONAR_WORKER_ACCOUNT_JWT,
       workerCredentialTtlMs: env.SONAR_WORKER_CREDENTIAL_TTL,
       natsOperatorSigningKey: env.SONAR_NATS_OPERATOR_SIGNING_KEY,
       natsSysCreds: env.SONAR_NATS_SYS_CREDS,
@@ -703,6 +714,7 @@ const FIELD_NAMES: Record<ConfigVariable, string> = {
   SONAR_NATS_TLS_KEY: 'natsTlsKey',
   SONAR_NATS_INBOX_PREFIX: 'natsInboxPrefix',
   SONAR_WORKER_SIGNING_KEY: 'workerSigningKey',
+  SONAR_WORKER_ACCOUNT_JWT: 'workerAccountJwt',
   SONAR_WORKER_CREDENTIAL_TTL: 'workerCredentialTtlMs',
   SONAR_NATS_OPERATOR_SIGNING_KEY: 'natsOperatorSigningKey',
   SONAR_NATS_SYS_CREDS: 'natsSysCreds',

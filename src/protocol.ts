@@ -193,6 +193,12 @@ export interface CredentialReply {
   mode: 'secure' | 'open';
   jwt: string | null;
   expiresAt: string | null;
+  /**
+   * Secure mode with a workers' account: the JetStream API prefix the worker uses for every
+   * JetStream request (`<prefix>.js.API`). Absent: `$JS.API`, the worker in the backend's
+   * own account.
+   */
+  jsApiPrefix?: string;
 }
 
 /** A dispatch message (DESIGN.md section 6, step 3). */

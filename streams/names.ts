@@ -55,6 +55,11 @@ export interface Names {
      */
     stage(workerId: string, attemptId: string): string;
     stageAll: string;
+    /**
+     * `<prefix>.js.API`: the JetStream API prefix in the workers' account (secure mode), where
+     * the application account's JetStream is imported; nats.js `apiPrefix`.
+     */
+    workerJsApi: string;
     /** `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.<stream>.>` for the finalize stream. */
     maxDeliveriesAdvisory: string;
   };
@@ -117,6 +122,7 @@ export function names(prefix = 'sonar'): Names {
       controlCancel: `${prefix}.control.cancel`,
       stage: (workerId, attemptId) => `${prefix}.stage.${workerId}.${attemptId}`,
       stageAll: `${prefix}.stage.>`,
+      workerJsApi: `${prefix}.js.API`,
       maxDeliveriesAdvisory: `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.${finalizeStream}.>`,
     },
   };

@@ -2,10 +2,12 @@
  * `sonar creds init DIR`: every key, JWT and creds file of secure mode (docs/threat-model.md),
  * and `resolver.conf`, the server config fragment that trusts them.
  *
- * Operator `sonar` (identity key + one signing key, which signs both accounts and later
- * revocation updates), system account `SYS`, application account `SONAR` with JetStream and
- * the scoped worker signing key, and one user per static role with explicit permissions
- * (permissions.ts). Files are created, never overwritten: a second init into the same
+ * Operator `sonar` (identity key + one signing key, which signs every account and later
+ * revocation updates), system account `SYS`, application account `SONAR` with JetStream, the
+ * workers' account `SONAR_WORKERS` with no JetStream, the scoped worker signing key and the
+ * service imports of workers-account.ts, and one user per static role with explicit
+ * permissions (permissions.ts): bootstrap and supervisor in the workers' account, the rest in
+ * the application account. Files are created, never overwritten: a second init into the same
  * directory fails before it replaces a key a running fleet depends on.
  */
 import { access, mkdir, writeFile } from 'node:fs/promises';
@@ -26,10 +28,12 @@ import { names } from '../../streams/names.js';
 import {
   STATIC_ROLES,
   SYS_PERMISSIONS,
+  WORKERS_ACCOUNT_ROLES,
   WORKER_SIGNING_ROLE,
   rolePermissions,
   secureNames,
 } from './permissions.js';
+import { bridgeExports, bridgeImports } from './workers-account.js';
 import type { PermissionSet, StaticRole } from './permissions.js';
 
 /** A role with a `.creds` file: the static roles and the SYS user. */
@@ -40,12 +44,14 @@ export const CREDENTIAL_FILES = {
   operatorJwt: 'operator.jwt',
   sysAccountJwt: 'sys.jwt',
   accountJwt: 'sonar-account.jwt',
+  workersAccountJwt: 'workers-account.jwt',
   resolverConf: 'resolver.conf',
   workerSigningSeed: 'worker-signing.nk',
   operatorSigningSeed: 'operator-signing.nk',
   operatorSeed: 'operator.nk',
   sysAccountSeed: 'sys-account.nk',
   accountSeed: 'sonar-account.nk',
+  workersAccountSeed: 'workers-account.nk',
   creds: {
     backend: 'backend.creds',
     client: 'client.creds',
@@ -64,6 +70,7 @@ export const CREDENTIAL_FILE_USES: readonly { file: string; use: string }[] = ((
     { file: f.resolverConf, use: 'nats-server: `include` it in the server config' },
     { file: f.creds.backend, use: 'sonar backend: SONAR_NATS_CREDS' },
     { file: f.workerSigningSeed, use: 'sonar backend: SONAR_WORKER_SIGNING_KEY (secure mode)' },
+    { file: f.workersAccountJwt, use: 'sonar backend: SONAR_WORKER_ACCOUNT_JWT (secure mode)' },
     { file: f.operatorSigningSeed, use: 'sonar backend: SONAR_NATS_OPERATOR_SIGNING_KEY' },
     { file: f.creds.sys, use: 'sonar backend: SONAR_NATS_SYS_CREDS' },
     { file: f.creds.bootstrap, use: 'sonar worker: SONAR_NATS_CREDS (the fleet credential)' },
@@ -76,6 +83,7 @@ export const CREDENTIAL_FILE_USES: readonly { file: string; use: string }[] = ((
     { file: f.operatorSeed, use: 'no process: keep offline (re-signs the operator)' },
     { file: f.sysAccountSeed, use: 'no process: keep offline (issues SYS users)' },
     { file: f.accountSeed, use: 'no process: keep offline (issues role users)' },
+    { file: f.workersAccountSeed, use: 'no process: keep offline (issues bootstrap users)' },
   ];
 })();
 
@@ -104,8 +112,11 @@ export interface Credentials {
   prefix: string;
   operator: Issued & { signingSeed: string; signingPublicKey: string };
   sysAccount: Issued;
+  /** The application account: JetStream, the backend, client and operator. */
   account: Issued;
-  /** The scoped worker signing key (role `sonar-worker`), in `account.signing_keys`. */
+  /** The workers' account: workers, bootstrap and supervisor, through the bridges only. */
+  workersAccount: Issued;
+  /** The scoped worker signing key (role `sonar-worker`), in `workersAccount.signing_keys`. */
   workerSigning: { publicKey: string; seed: string };
   users: Record<CredsRole, Issued & { creds: string }>;
 }
@@ -116,12 +127,14 @@ export interface CredentialPaths {
   operatorJwt: string;
   sysAccountJwt: string;
   accountJwt: string;
+  workersAccountJwt: string;
   resolverConf: string;
   workerSigningSeed: string;
   operatorSigningSeed: string;
   operatorSeed: string;
   sysAccountSeed: string;
   accountSeed: string;
+  workersAccountSeed: string;
   creds: Record<CredsRole, string>;
 }
 
@@ -183,6 +196,7 @@ export async function generateCredentials(opts: CredentialsOptions = {}): Promis
   const operatorSigning = createOperator();
   const sys = createAccount();
   const account = createAccount();
+  const workersAccount = createAccount();
   const workerSigning = createAccount();
 
   const operatorJwt = await encodeOperator('sonar', operator, {
@@ -200,13 +214,26 @@ export async function generateCredentials(opts: CredentialsOptions = {}): Promis
     account,
     {
       limits: { ...UNLIMITED, ...JETSTREAM_UNLIMITED },
+      exports: bridgeExports(n),
+    },
+    { signer: operatorSigning },
+  );
+  const workersAccountJwt = await encodeAccount(
+    secureNames(n).workersAccount,
+    workersAccount,
+    {
+      limits: UNLIMITED,
+      imports: bridgeImports(n, account.getPublicKey()),
       signing_keys: [workerSigningKey(workerSigning, perms.worker)],
     },
     { signer: operatorSigning },
   );
 
   const users = {} as Record<CredsRole, Issued & { creds: string }>;
-  for (const role of STATIC_ROLES) users[role] = await issueUser(role, account, perms[role]);
+  for (const role of STATIC_ROLES) {
+    const issuer = WORKERS_ACCOUNT_ROLES.has(role) ? workersAccount : account;
+    users[role] = await issueUser(role, issuer, perms[role]);
+  }
   users.sys = await issueUser('sys', sys, SYS_PERMISSIONS);
 
   return {
@@ -220,6 +247,11 @@ export async function generateCredentials(opts: CredentialsOptions = {}): Promis
     },
     sysAccount: { publicKey: sys.getPublicKey(), jwt: sysJwt, seed: seedOf(sys) },
     account: { publicKey: account.getPublicKey(), jwt: accountJwt, seed: seedOf(account) },
+    workersAccount: {
+      publicKey: workersAccount.getPublicKey(),
+      jwt: workersAccountJwt,
+      seed: seedOf(workersAccount),
+    },
     workerSigning: { publicKey: workerSigning.getPublicKey(), seed: seedOf(workerSigning) },
     users,
   };
@@ -228,7 +260,7 @@ export async function generateCredentials(opts: CredentialsOptions = {}): Promis
 /**
  * The server config fragment: trust the operator, name the system account, keep accounts in
  * a full resolver (the only kind that takes `$SYS.REQ.CLAIMS.UPDATE`, hence revocations at
- * runtime) that never deletes one, and preload both accounts so a fresh server knows them.
+ * runtime) that never deletes one, and preload every account so a fresh server knows them.
  */
 export function resolverConf(creds: Credentials, resolverDir: string): string {
   return [
@@ -243,6 +275,7 @@ export function resolverConf(creds: Credentials, resolverDir: string): string {
     `resolver_preload: {`,
     `  ${creds.sysAccount.publicKey}: ${creds.sysAccount.jwt}`,
     `  ${creds.account.publicKey}: ${creds.account.jwt}`,
+    `  ${creds.workersAccount.publicKey}: ${creds.workersAccount.jwt}`,
     `}`,
     ``,
   ].join('\n');
@@ -292,12 +325,14 @@ export async function writeCredentials(
   await open(f.operatorJwt, creds.operator.jwt);
   await open(f.sysAccountJwt, creds.sysAccount.jwt);
   await open(f.accountJwt, creds.account.jwt);
+  await open(f.workersAccountJwt, creds.workersAccount.jwt);
   await open(f.resolverConf, resolverConf(creds, opts.resolverDir ?? at('jwt')));
   await secret(f.workerSigningSeed, creds.workerSigning.seed);
   await secret(f.operatorSigningSeed, creds.operator.signingSeed);
   await secret(f.operatorSeed, creds.operator.seed);
   await secret(f.sysAccountSeed, creds.sysAccount.seed);
   await secret(f.accountSeed, creds.account.seed);
+  await secret(f.workersAccountSeed, creds.workersAccount.seed);
   const credsPaths = {} as Record<CredsRole, string>;
   for (const [role, file] of Object.entries(f.creds) as [CredsRole, string][]) {
     await secret(file, creds.users[role].creds);
@@ -308,12 +343,14 @@ export async function writeCredentials(
     operatorJwt: at(f.operatorJwt),
     sysAccountJwt: at(f.sysAccountJwt),
     accountJwt: at(f.accountJwt),
+    workersAccountJwt: at(f.workersAccountJwt),
     resolverConf: at(f.resolverConf),
     workerSigningSeed: at(f.workerSigningSeed),
     operatorSigningSeed: at(f.operatorSigningSeed),
     operatorSeed: at(f.operatorSeed),
     sysAccountSeed: at(f.sysAccountSeed),
     accountSeed: at(f.accountSeed),
+    workersAccountSeed: at(f.workersAccountSeed),
     creds: credsPaths,
   };
 }

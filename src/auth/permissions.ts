@@ -20,6 +20,12 @@ export interface PermissionSet {
 export const STATIC_ROLES = ['backend', 'client', 'operator', 'supervisor', 'bootstrap'] as const;
 export type StaticRole = (typeof STATIC_ROLES)[number];
 
+/**
+ * The static roles that live in the workers' account (workers-account.ts): those whose
+ * credential sits on worker hosts. The rest live in the application account.
+ */
+export const WORKERS_ACCOUNT_ROLES: ReadonlySet<StaticRole> = new Set(['bootstrap', 'supervisor']);
+
 /** What the worker signing key's template says in place of the worker id. */
 export const WORKER_NAME_TEMPLATE = '{{name()}}';
 
@@ -38,8 +44,10 @@ export { workerInboxPrefix };
  * and the staging stream for worker outputs. Derived from the prefix the same way.
  */
 export interface SecureNames {
-  /** The NATS account's name: the prefix in upper case (`SONAR`). */
+  /** The application account's name: the prefix in upper case (`SONAR`). */
   account: string;
+  /** The workers' account's name (`SONAR_WORKERS`). */
+  workersAccount: string;
   buckets: { enrollments: string; sessions: string };
   streams: { staging: string };
   subjects: {
@@ -56,6 +64,7 @@ export function secureNames(n: Names): SecureNames {
   const upper = n.prefix.toUpperCase().replace(/-/g, '_');
   return {
     account: upper,
+    workersAccount: `${upper}_WORKERS`,
     buckets: { enrollments: n.buckets.enrollments, sessions: n.buckets.sessions },
     streams: { staging: n.streams.staging },
     subjects: {
@@ -145,6 +154,7 @@ export function rolePermissions(n: Names = namesOf()): RolePermissions {
   const ownedData = [...buckets.map((b) => `$KV.${b}.>`), ...stores.map((o) => `$O.${o}.>`)];
   const workersKv = kvStream(n.buckets.workers);
   const dispatch = n.streams.dispatch;
+  const jsApi = n.subjects.workerJsApi;
   const bootstrap: PermissionSet = {
     pub: [api('enroll')],
     sub: [`${roleInboxPrefix('bootstrap')}.>`],
@@ -159,6 +169,8 @@ export function rolePermissions(n: Names = namesOf()): RolePermissions {
         ...ownedData,
         '_INBOX_R.>',
         '_INBOX_W.>',
+        // answers to the workers' account, on the reply subjects its service imports make
+        '_R_.>',
         // acks of its own consumers (finalizer, advisories) and flow control of push consumers
         '$JS.ACK.>',
         '$JS.FC.>',
@@ -196,21 +208,21 @@ export function rolePermissions(n: Names = namesOf()): RolePermissions {
     // that stays in the worker, so a shared inbox prefix leaks nothing usable.
     bootstrap,
     // The template of the scoped worker signing key: `{{name()}}` is the worker id, which
-    // the minting code validates (the server splices it raw).
+    // the minting code validates (the server splices it raw). Workers live in the workers'
+    // account, which reaches JetStream under its own API prefix (workers-account.ts).
     worker: {
       pub: [
         s.subjects.workerApiAll(w),
-        `$KV.${n.buckets.workers}.${w}`,
-        `$JS.API.DIRECT.GET.${workersKv}.$KV.${n.buckets.workers}.${w}`,
-        `$JS.API.STREAM.INFO.${workersKv}`,
-        '$JS.API.INFO',
+        `${jsApi}.$KV.${n.buckets.workers}.${w}`,
+        `${jsApi}.DIRECT.GET.${workersKv}.$KV.${n.buckets.workers}.${w}`,
+        `${jsApi}.STREAM.INFO.${workersKv}`,
         // Any worker may ack or nak another's delivery on a shared consumer: a nuisance, not
         // a leak (tasks are fenced by attempt id and token, not by ack).
-        `$JS.API.CONSUMER.INFO.${dispatch}.*`,
-        `$JS.API.CONSUMER.MSG.NEXT.${dispatch}.*`,
+        `${jsApi}.CONSUMER.INFO.${dispatch}.*`,
+        `${jsApi}.CONSUMER.MSG.NEXT.${dispatch}.*`,
         `$JS.ACK.${dispatch}.>`,
         s.subjects.workerStageAll(w),
-        `$JS.API.STREAM.INFO.${s.streams.staging}`,
+        `${jsApi}.STREAM.INFO.${s.streams.staging}`,
       ],
       sub: [`${workerInboxPrefix(w)}.>`, n.subjects.controlCancel],
     },

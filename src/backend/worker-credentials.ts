@@ -2,11 +2,12 @@ import { readFile } from 'node:fs/promises';
 import { decode } from '@nats-io/jwt';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { ErrorCode, SonarError } from '../../actors/errors.js';
-import { mintWorkerJwt, workerJwtExpiresAtMs } from '../auth/mint.js';
+import { accountSigningKey, mintWorkerJwt, workerJwtExpiresAtMs } from '../auth/mint.js';
 import { pushRevocation } from '../auth/revoke.js';
 import type { SonarConfig } from '../config.js';
 import type { Logger } from '../log.js';
 import { connectNats } from '../nats.js';
+import { names } from '../../streams/names.js';
 import type { WorkerCredentialIssuer } from './handlers/enrollment-handlers.js';
 
 /** The account of a creds file's user: the account its JWT names, else its issuer. */
@@ -20,6 +21,44 @@ async function accountOfCreds(path: string): Promise<string> {
   }
   const claims = decode<{ issuer_account?: string }>(jwt);
   return claims.nats.issuer_account ?? claims.iss;
+}
+
+/**
+ * The workers' account from `SONAR_WORKER_ACCOUNT_JWT`, checked to list the worker signing
+ * key: a key of another account mints JWTs the server refuses, which a worker could only
+ * report as a refused connection.
+ */
+async function workersAccountOf(path: string, signingPublicKey: string): Promise<string> {
+  const variable = 'SONAR_WORKER_ACCOUNT_JWT';
+  const text = await readSecret(variable, path);
+  let claims: { sub: string; nats: { type?: string; signing_keys?: unknown[] } };
+  try {
+    claims = decode(text);
+  } catch {
+    throw new SonarError(ErrorCode.Validation, `${variable}: ${path} holds no account JWT`, {
+      variable,
+      path,
+    });
+  }
+  if (claims.nats.type !== 'account') {
+    throw new SonarError(
+      ErrorCode.Validation,
+      `${variable}: ${path} holds a ${claims.nats.type ?? 'non-account'} JWT, not an account JWT`,
+      { variable, path },
+    );
+  }
+  const keys = (claims.nats.signing_keys ?? []).map((k) =>
+    typeof k === 'string' ? k : (k as { key?: string }).key,
+  );
+  if (!keys.includes(signingPublicKey)) {
+    throw new SonarError(
+      ErrorCode.Validation,
+      `${variable}: account ${claims.sub} does not list the key of SONAR_WORKER_SIGNING_KEY ` +
+        `(${signingPublicKey}) among its signing keys: the two come from different \`sonar creds init\` runs`,
+      { variable, path },
+    );
+  }
+  return claims.sub;
 }
 
 const readSecret = async (variable: string, path: string): Promise<string> => {
@@ -53,7 +92,20 @@ export async function workerCredentialIssuer(
     );
   }
   const signingSeed = await readSecret('SONAR_WORKER_SIGNING_KEY', config.workerSigningKey);
-  const accountPublicKey = await accountOfCreds(config.natsCreds);
+  const accountPublicKey =
+    config.workerAccountJwt === undefined
+      ? await accountOfCreds(config.natsCreds)
+      : await workersAccountOf(
+          config.workerAccountJwt,
+          accountSigningKey(signingSeed, 'SONAR_WORKER_SIGNING_KEY').getPublicKey(),
+        );
+  if (config.workerAccountJwt === undefined) {
+    log.warn(
+      "SONAR_WORKER_ACCOUNT_JWT is unset: workers are minted into the backend's own account, " +
+        'where a worker can have the server answer onto any subject; make credentials with ' +
+        '`sonar creds init` and set it to workers-account.jwt (docs/threat-model.md)',
+    );
+  }
   const ttlMs = config.workerCredentialTtlMs;
   const operatorSeed =
     config.natsOperatorSigningKey === undefined
@@ -62,6 +114,9 @@ export async function workerCredentialIssuer(
   const sysCreds = config.natsSysCreds;
   let sys: Promise<NatsConnection> | null = null;
   return {
+    ...(config.workerAccountJwt !== undefined && {
+      jsApiPrefix: names(config.prefix).subjects.workerJsApi,
+    }),
     async mint(workerId, publicKey) {
       const at = now();
       const jwt = await mintWorkerJwt({

@@ -34,6 +34,8 @@ export class WorkerCredential {
   private fenced: ((err: unknown) => void) | null = null;
   private reenroll: Reenroll | null = null;
   mode: EnrollMode = 'open';
+  /** Where this worker's JetStream requests go (`apiPrefix`); unset: `$JS.API`. */
+  jsApiPrefix: string | undefined;
 
   constructor(
     private readonly workerId: string,
@@ -160,5 +162,6 @@ export class WorkerCredential {
     }
     this.jwt = reply.jwt;
     this.expiresAt = Date.parse(reply.expiresAt);
+    this.jsApiPrefix = reply.jsApiPrefix;
   }
 }

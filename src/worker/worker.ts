@@ -198,7 +198,9 @@ export class Worker {
     });
     // Direct gets name the key in the subject: a worker's credential may read its own key
     // only, which a STREAM.MSG.GET (the key in the payload) could not be held to.
-    const kv = await new Kvm(nc).open(this.n.buckets.workers, { allow_direct: true });
+    const kv = await new Kvm(this.jetstream()).open(this.n.buckets.workers, {
+      allow_direct: true,
+    });
     this.pulse = new Pulse(
       kv,
       () => this.entry(),
@@ -224,7 +226,7 @@ export class Worker {
         if (!err) this.onCancel(msg.data);
       },
     });
-    const js = jetstream(nc);
+    const js = this.jetstream();
     const consumers = await Promise.all(
       o.tags.map((t) =>
         this.bind(js, reply.stream, reply.consumers[t] ?? this.n.consumers.dispatch(t)),
@@ -593,11 +595,20 @@ export class Worker {
       return (await this.outputStore()).put(key, bytes);
     }
     await stageOutput(
-      jetstream(this.nc!),
+      this.jetstream(),
       this.n.subjects.stage(this.workerId, d.attemptId),
       bytes,
     );
     return key;
+  }
+
+  /**
+   * The JetStream client of the worker's connection, under the API prefix its enrollment
+   * named: in the workers' account, JetStream is reached through imports under that prefix.
+   */
+  private jetstream(): JetStreamClient {
+    const apiPrefix = this.credential.jsApiPrefix;
+    return jetstream(this.nc!, apiPrefix === undefined ? {} : { apiPrefix });
   }
 
   /** The configured output store, opened on first use (most outputs travel inline). */

@@ -34,7 +34,7 @@ export interface SecureEnvironment {
   credentials: Credentials;
   /**
    * A role's environment: `SONAR_NATS_URL`, `SONAR_NATS_CREDS`; the backend's also names
-   * the worker signing key, the operator signing key and the SYS creds.
+   * the worker signing key, the workers' account, the operator signing key and the SYS creds.
    */
   envFor(role: CredsRole): Record<string, string>;
   /**
@@ -103,6 +103,7 @@ function secureEnvironment(
       SONAR_NATS_CREDS: paths.creds[role],
       ...(role === 'backend' && {
         SONAR_WORKER_SIGNING_KEY: paths.workerSigningSeed,
+        SONAR_WORKER_ACCOUNT_JWT: paths.workersAccountJwt,
         SONAR_NATS_OPERATOR_SIGNING_KEY: paths.operatorSigningSeed,
         SONAR_NATS_SYS_CREDS: paths.creds.sys,
       }),

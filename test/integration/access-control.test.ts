@@ -82,6 +82,8 @@ async function compromisedWorker(workerId: string, tags: string[] = ['acl']) {
     publicKey: kp.getPublicKey(),
   });
   expect(reply.mode).toBe('secure');
+  // It lives in the workers' account, which reaches JetStream under its own API prefix.
+  expect(reply.jsApiPrefix).toBe(n.subjects.workerJsApi);
   const nc = await connect({
     servers: secure.server.url,
     authenticator: jwtAuthenticator(reply.jwt!, kp.getSeed()),
@@ -96,6 +98,10 @@ async function compromisedWorker(workerId: string, tags: string[] = ['acl']) {
   await api.request('join', { workerId, host: 'attacker', tags, slots: 1 });
   return { nc, api };
 }
+
+/** A worker connection's JetStream client, under the workers' account's API prefix. */
+const workerJs = (nc: NatsConnection) =>
+  jetstream(nc, { apiPrefix: n.subjects.workerJsApi, timeout: 2_000 });
 
 function spawnAs(role: CredsRole, name: string, args: string[]): SonarProcess {
   const p = spawnSonar(name, args, envOf(role));
@@ -271,25 +277,31 @@ describe('access control in secure mode (sonar creds init, as deployed)', () => 
 
   it('a worker cannot wipe the registry with a rollup, nor write another worker’s key', async () => {
     const { nc } = await compromisedWorker('acl-rollup');
-    const own = await new Kvm(nc).open(n.buckets.workers, { allow_direct: true });
+    const own = await new Kvm(workerJs(nc)).open(n.buckets.workers, { allow_direct: true });
     await own.put('acl-rollup', '{}');
     const before = await registryKeys();
     expect(before).toEqual(expect.arrayContaining(['acl-w1', 'acl-rollup']));
-    const js = jetstream(nc, { timeout: 2_000 });
+    const js = workerJs(nc);
     // A rollup of `all` on its own key would purge the whole KV stream: the bucket refuses
     // rollup headers.
     const h = headers();
     h.set('Nats-Rollup', 'all');
     await expect(
-      js.publish(`$KV.${n.buckets.workers}.acl-rollup`, '{}', { headers: h }),
+      js.publish(`${n.subjects.workerJsApi}.$KV.${n.buckets.workers}.acl-rollup`, '{}', {
+        headers: h,
+      }),
     ).rejects.toThrow(/rollup/i);
-    // Another worker's key, a purge of the bucket's stream, or its deletion: not its to send.
-    expect(await publishOutcome(nc, `$KV.${n.buckets.workers}.acl-w1`)).toBe('denied');
-    for (const verb of ['PURGE', 'DELETE', 'UPDATE']) {
-      expect(await publishOutcome(nc, `$JS.API.STREAM.${verb}.KV_${n.buckets.workers}`)).toBe(
-        'denied',
-      );
+    // Another worker's key, a purge of the bucket's stream, or its deletion: not its to send,
+    // under the workers' prefix or the application account's own subjects.
+    for (const jsApi of [n.subjects.workerJsApi, '$JS.API']) {
+      expect(await publishOutcome(nc, `${jsApi}.$KV.${n.buckets.workers}.acl-w1`)).toBe('denied');
+      for (const verb of ['PURGE', 'DELETE', 'UPDATE']) {
+        expect(await publishOutcome(nc, `${jsApi}.STREAM.${verb}.KV_${n.buckets.workers}`)).toBe(
+          'denied',
+        );
+      }
     }
+    expect(await publishOutcome(nc, `$KV.${n.buckets.workers}.acl-w1`)).toBe('denied');
     expect(await registryKeys()).toEqual(expect.arrayContaining(before));
   });
 
@@ -298,10 +310,12 @@ describe('access control in secure mode (sonar creds init, as deployed)', () => 
     await store.putBlob({ name: 'acl/probe/a1' }, new TextEncoder().encode('kept'));
     const stored = await lastSeq(`OBJ_${n.objectStores.outputs}`);
     const { nc } = await compromisedWorker('acl-purge');
-    const jsm = await jetstreamManager(nc, { timeout: 2_000 });
-    await expect(jsm.streams.purge(`OBJ_${n.objectStores.outputs}`)).rejects.toThrow();
-    await expect(jsm.streams.purge(n.streams.events)).rejects.toThrow();
-    await expect(jsm.streams.delete(n.streams.dispatch)).rejects.toThrow();
+    for (const apiPrefix of [n.subjects.workerJsApi, '$JS.API']) {
+      const jsm = await jetstreamManager(nc, { apiPrefix, timeout: 2_000, checkAPI: false });
+      await expect(jsm.streams.purge(`OBJ_${n.objectStores.outputs}`)).rejects.toThrow();
+      await expect(jsm.streams.purge(n.streams.events)).rejects.toThrow();
+      await expect(jsm.streams.delete(n.streams.dispatch)).rejects.toThrow();
+    }
     expect(await publishOutcome(nc, `$O.${n.objectStores.outputs}.C.forged`)).toBe('denied');
     expect(await lastSeq(`OBJ_${n.objectStores.outputs}`)).toBe(stored);
     expect(new TextDecoder().decode(await store.getBlob('acl/probe/a1'))).toBe('kept');
@@ -323,6 +337,71 @@ describe('access control in secure mode (sonar creds init, as deployed)', () => 
     }
     // Its own inbox works: its request above was answered there.
     expect(await subscribeOutcome(nc, `${workerInboxPrefix('acl-sniff')}.>`)).toBe('allowed');
+  });
+
+  it('no answer to a worker or bootstrap request lands where the worker names: replies stay in the workers’ account', async () => {
+    // NATS never checks a reply subject against permissions, and JetStream and the backend
+    // answer on whatever reply a request names. In the application account that would let a
+    // worker write a registry key, the leader lock or an event; from the workers' account the
+    // answer goes back into the workers' account, where nothing is stored.
+    const { nc } = await compromisedWorker('acl-hijack');
+    const bootstrap = await connectAs('bootstrap');
+    const jsApi = n.subjects.workerJsApi;
+    const targets = [
+      { stream: `KV_${n.buckets.workers}`, subject: `$KV.${n.buckets.workers}.acl-hijacked` },
+      { stream: `KV_${n.buckets.locks}`, subject: `$KV.${n.buckets.locks}.acl-hijacked` },
+      { stream: n.streams.events, subject: n.subjects.system('acl-hijacked') },
+    ];
+    const requests = [
+      {
+        what: 'a pull',
+        nc,
+        subject: `${jsApi}.CONSUMER.MSG.NEXT.${n.streams.dispatch}.${n.consumers.dispatch('acl')}`,
+        body: JSON.stringify({ batch: 1, no_wait: true }),
+      },
+      { what: 'a pulse', nc, subject: `${jsApi}.$KV.${n.buckets.workers}.acl-hijack`, body: '{}' },
+      {
+        what: 'a consumer info',
+        nc,
+        subject: `${jsApi}.CONSUMER.INFO.${n.streams.dispatch}.${n.consumers.dispatch('acl')}`,
+        body: '',
+      },
+      {
+        what: 'a worker verb',
+        nc,
+        subject: n.subjects.workerApi('acl-hijack', 'join'),
+        body: JSON.stringify({ workerId: 'acl-hijack', host: 'h', tags: ['acl'], slots: 1 }),
+      },
+      {
+        what: 'an enrollment',
+        nc: bootstrap,
+        subject: n.subjects.api('enroll'),
+        body: JSON.stringify({ workerId: 'acl-hijack2', publicKey: createUser().getPublicKey() }),
+      },
+    ];
+    for (const r of requests) {
+      // The control: named its own inbox, the request is answered there.
+      const inbox = `${r.nc === nc ? workerInboxPrefix('acl-hijack') : roleInboxPrefix('bootstrap')}.ctl`;
+      const answered = r.nc.subscribe(inbox, { max: 1 });
+      const got = (async () => {
+        for await (const m of answered) return m;
+        return null;
+      })();
+      r.nc.publish(r.subject, r.body, { reply: inbox });
+      const timeout = new Promise<null>((done) => setTimeout(() => done(null), 5_000));
+      expect(await Promise.race([got, timeout]), `${r.what} is answered`).not.toBeNull();
+      for (const t of targets) r.nc.publish(r.subject, r.body, { reply: t.subject });
+      await r.nc.flush();
+    }
+    // Every answer would have arrived long before this.
+    await new Promise((done) => setTimeout(done, 1_000));
+    const jsm = await jetstreamManager(backendNc);
+    for (const t of targets) {
+      const stored = await jsm.streams
+        .getMessage(t.stream, { last_by_subj: t.subject })
+        .catch(() => null);
+      expect(stored, t.subject).toBeNull();
+    }
   });
 
   it('a forged result, fail or release with a known token is refused: the holder is matched', async () => {
@@ -385,7 +464,7 @@ describe('access control in secure mode (sonar creds init, as deployed)', () => 
     await submit('doomed', ['doomed'], ['t']);
     const attempt = await started('doomed', 't');
     const { nc } = await compromisedWorker('acl-forger', ['doomed']);
-    const kv = await new Kvm(nc).open(n.buckets.workers, { allow_direct: true });
+    const kv = await new Kvm(workerJs(nc)).open(n.buckets.workers, { allow_direct: true });
     await doomed.kill('SIGKILL');
     // It pulses, under its own key, entries that name the dead worker and its task.
     const forged = () =>
@@ -433,12 +512,15 @@ describe('access control in secure mode (sonar creds init, as deployed)', () => 
       ['operator', await connectAs('operator')],
       ['worker', worker],
     ] as const) {
+      const prefixes = role === 'worker' ? ['$JS.API', n.subjects.workerJsApi] : ['$JS.API'];
       for (const [stream, names] of Object.entries(durable)) {
         for (const name of names) {
-          expect(
-            await publishOutcome(nc, `$JS.API.CONSUMER.DELETE.${stream}.${name}`),
-            `${role} ${stream} ${name}`,
-          ).toBe('denied');
+          for (const jsApi of prefixes) {
+            expect(
+              await publishOutcome(nc, `${jsApi}.CONSUMER.DELETE.${stream}.${name}`),
+              `${role} ${stream} ${name}`,
+            ).toBe('denied');
+          }
         }
       }
     }

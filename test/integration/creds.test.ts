@@ -60,7 +60,7 @@ async function mintWorker(workerId: string, ttlMs = 60_000) {
     workerId,
     publicKey: kp.getPublicKey(),
     signingSeed: await readFile(secure.workerSigningKey, 'utf8'),
-    accountPublicKey: secure.credentials.account.publicKey,
+    accountPublicKey: secure.credentials.workersAccount.publicKey,
     ttlMs,
     now: Date.now(),
   });
@@ -101,15 +101,17 @@ describe('sonar creds init on nats-server 2.9.10', () => {
     await ensureTopology(await jetstreamManager(backend), n, DEFAULT_TOPOLOGY_OPTIONS);
     // The SYS user reads the account JWT the resolver holds.
     const sys = await connectRole('sys');
-    const jwt = await lookupAccountJwt(sys, secure.credentials.account.publicKey);
-    expect(decode(jwt).sub).toBe(secure.credentials.account.publicKey);
+    for (const account of [secure.credentials.account, secure.credentials.workersAccount]) {
+      const jwt = await lookupAccountJwt(sys, account.publicKey);
+      expect(decode(jwt).sub).toBe(account.publicKey);
+    }
   });
 
   it('a worker JWT gives the worker its own subjects and no one else’s', async () => {
     const w1 = await mintWorker('w1');
     const claims = decode<{ issuer_account?: string }>(w1.jwt);
     expect(claims.name).toBe('w1');
-    expect(claims.nats.issuer_account).toBe(secure.credentials.account.publicKey);
+    expect(claims.nats.issuer_account).toBe(secure.credentials.workersAccount.publicKey);
     expect(claims.iss).toBe(secure.credentials.workerSigning.publicKey);
     const nc = await connectWorker('w1', w1);
 
@@ -122,7 +124,8 @@ describe('sonar creds init on nats-server 2.9.10', () => {
     // Its own registry key, through JetStream, with replies on its own inbox prefix.
     // Opened for direct gets: a plain `open()` reads with STREAM.MSG.GET, which reads any
     // key and is not in the template.
-    const kv = await new Kvm(nc).open(n.buckets.workers, { allow_direct: true });
+    const js = jetstream(nc, { apiPrefix: n.subjects.workerJsApi });
+    const kv = await new Kvm(js).open(n.buckets.workers, { allow_direct: true });
     expect(await kv.put('w1', '{}')).toBeGreaterThan(0);
     await expect(kv.put('w2', '{}')).rejects.toThrow(/permissions violation/i);
     // and reads its own key back (a direct get by subject), not another's
@@ -135,7 +138,6 @@ describe('sonar creds init on nats-server 2.9.10', () => {
     await jsm.consumers.add(n.streams.dispatch, dispatchConsumer(n, 'creds'));
     await jetstream(backend).publish(n.subjects.dispatch('creds'), '{"task":1}');
     const staging = secureNames(n); // the topology provisioned its stream
-    const js = jetstream(nc);
     const consumer = await js.consumers.get(n.streams.dispatch, n.consumers.dispatch('creds'));
     const job = await consumer.next({ expires: 2_000 });
     expect(job?.json()).toEqual({ task: 1 });
@@ -258,7 +260,7 @@ describe('sonar creds init on nats-server 2.9.10', () => {
     const sys = await connectRole('sys');
     await pushRevocation({
       sys,
-      accountPublicKey: secure.credentials.account.publicKey,
+      accountPublicKey: secure.credentials.workersAccount.publicKey,
       operatorSigningSeed: await readFile(secure.operatorSigningKey, 'utf8'),
       userPublicKey: a.publicKey,
       at: Date.now(),
@@ -271,10 +273,11 @@ describe('sonar creds init on nats-server 2.9.10', () => {
     await expect(connectWorker('w-rev-a', a)).rejects.toThrow(/authorization/i);
     // The account JWT now carries the revocation, and kept its signing key and limits.
     const after = decode<{ revocations?: Record<string, number>; signing_keys?: unknown[] }>(
-      await lookupAccountJwt(sys, secure.credentials.account.publicKey),
+      await lookupAccountJwt(sys, secure.credentials.workersAccount.publicKey),
     );
     expect(Object.keys(after.nats.revocations ?? {})).toEqual([a.publicKey]);
     expect(after.nats.signing_keys).toHaveLength(1);
+    expect(after.nats).toHaveProperty('imports');
   });
 
   it('`sonar creds init DIR` writes the files and says which process takes each', async () => {

@@ -72,6 +72,7 @@ async function connectAs(
 function workerEnvOf(env: Record<string, string>, s: SecureNats): Record<string, string> {
   const {
     SONAR_WORKER_SIGNING_KEY: _signing,
+    SONAR_WORKER_ACCOUNT_JWT: _workersAccount,
     SONAR_NATS_OPERATOR_SIGNING_KEY: _operator,
     SONAR_NATS_SYS_CREDS: _sys,
     ...rest

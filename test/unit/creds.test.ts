@@ -34,7 +34,7 @@ describe('rolePermissions', () => {
     expect(perms.backend.pub).toContain('$KV.acme_enrollments.>');
     expect(perms.backend.pub).toContain('$KV.acme_sessions.>');
     expect(perms.worker.pub).toContain('acme.stage.{{name()}}.>');
-    expect(perms.worker.pub).toContain('$JS.API.STREAM.INFO.ACME_STAGING');
+    expect(perms.worker.pub).toContain('acme.js.API.STREAM.INFO.ACME_STAGING');
   });
 
   it('gives no role but the backend a shared inbox or CONSUMER.DELETE', () => {
@@ -61,12 +61,37 @@ describe('rolePermissions', () => {
 });
 
 describe('generateCredentials', () => {
-  it('gives the worker signing key its template without `resp`, and the account JetStream', async () => {
+  it('gives the application account JetStream, and the workers’ account the signing key and only imports', async () => {
     const creds = await generateCredentials();
     const account = decode<Account>(creds.account.jwt);
     expect(account.iss).toBe(creds.operator.signingPublicKey);
     expect(account.nats.limits).toMatchObject({ conn: -1, disk_storage: -1, streams: -1 });
-    const [scoped] = account.nats.signing_keys ?? [];
+    expect(account.nats.signing_keys ?? []).toEqual([]);
+    const workers = decode<Account>(creds.workersAccount.jwt);
+    expect(workers.name).toBe('SONAR_WORKERS');
+    expect(workers.iss).toBe(creds.operator.signingPublicKey);
+    // no JetStream of its own: nothing a worker's request can make the server write into
+    expect(workers.nats.limits).not.toHaveProperty('disk_storage');
+    expect(workers.nats.limits).not.toHaveProperty('mem_storage');
+    // every import is one the application account exports, from that account, and no
+    // import reaches the whole JetStream API
+    const exported = new Set((account.nats.exports ?? []).map((e) => `${e.type} ${e.subject}`));
+    const imports = workers.nats.imports ?? [];
+    expect(imports.length).toBeGreaterThan(5);
+    for (const i of imports) {
+      expect(i.account).toBe(creds.account.publicKey);
+      expect(exported.has(`${i.type} ${i.subject}`), i.subject).toBe(true);
+      expect(i.subject).not.toMatch(/^\$JS\.API\.>$|^\$JS\.API\.[A-Z]+\.>$|^>$/);
+      expect(i.subject).not.toMatch(/DELETE|PURGE|UPDATE|CREATE/);
+    }
+    for (const role of ['bootstrap', 'supervisor'] as const) {
+      const user = decode<{ issuer_account?: string }>(creds.users[role].jwt);
+      expect(user.iss, role).toBe(creds.workersAccount.publicKey);
+    }
+    for (const role of ['backend', 'client', 'operator'] as const) {
+      expect(decode(creds.users[role].jwt).iss, role).toBe(creds.account.publicKey);
+    }
+    const [scoped] = workers.nats.signing_keys ?? [];
     expect(scoped).toMatchObject({ kind: 'user_scope', key: creds.workerSigning.publicKey });
     const template = (scoped as { template: Record<string, unknown> }).template;
     expect(template).not.toHaveProperty('resp');

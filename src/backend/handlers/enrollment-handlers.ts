@@ -16,6 +16,11 @@ export interface WorkerCredentialIssuer {
    * backend was given no way to push a revocation: the credential then lapses at expiry.
    */
   revoke(publicKey: string): Promise<boolean>;
+  /**
+   * The JetStream API prefix of the account workers are minted into, when that is not the
+   * backend's own (`$JS.API`).
+   */
+  readonly jsApiPrefix?: string;
   /** Closes what the issuer opened (the connection that pushes revocations). */
   close(): Promise<void>;
 }
@@ -39,7 +44,12 @@ export function enrollmentHandlers(ctx: BackendContext): Handlers {
       throw goneError(workerId, worker.value);
     await ctx.enrollments.bind(workerId, publicKey, { refresh });
     const { jwt, expiresAt } = await issuer.mint(workerId, publicKey);
-    return { mode: 'secure', jwt, expiresAt: expiresAt.toISOString() };
+    return {
+      mode: 'secure',
+      jwt,
+      expiresAt: expiresAt.toISOString(),
+      ...(issuer.jsApiPrefix !== undefined && { jsApiPrefix: issuer.jsApiPrefix }),
+    };
   };
 
   return {
