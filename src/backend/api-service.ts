@@ -109,6 +109,15 @@ export class ApiService {
 
   private async handle(route: Route, msg: Msg): Promise<void> {
     const { verb } = route;
+    if (msg.reply && this.isStoredSubject(msg.reply)) {
+      // NATS does not check a reply subject against the sender's permissions, and this
+      // backend may publish into every stream: answering would let any caller write there.
+      this.log.warn('api request refused: its reply subject is a stored one', {
+        verb,
+        reply: msg.reply,
+      });
+      return;
+    }
     let reply: unknown;
     try {
       reply = { ok: (await this.dispatch(route, msg.data)) ?? {} };
@@ -135,6 +144,11 @@ export class ApiService {
         // The connection is gone: the client's request times out and is retried.
       }
     }
+  }
+
+  /** Subjects that streams, buckets or JetStream own: never a requester's inbox. */
+  private isStoredSubject(subject: string): boolean {
+    return subject.startsWith(`${this.names.prefix}.`) || /^\$(KV|O|JS|SYS)\./.test(subject);
   }
 
   private async dispatch({ verb, caller }: Route, data: Uint8Array): Promise<unknown> {

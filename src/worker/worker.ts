@@ -594,11 +594,7 @@ export class Worker {
     if (this.credential.mode !== 'secure' || this.opts.outputs || this.opts.s3) {
       return (await this.outputStore()).put(key, bytes);
     }
-    await stageOutput(
-      this.jetstream(),
-      this.n.subjects.stage(this.workerId, d.attemptId),
-      bytes,
-    );
+    await stageOutput(this.jetstream(), this.n.subjects.stage(this.workerId, d.attemptId), bytes);
     return key;
   }
 

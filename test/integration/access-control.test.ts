@@ -339,13 +339,17 @@ describe('access control in secure mode (sonar creds init, as deployed)', () => 
     expect(await subscribeOutcome(nc, `${workerInboxPrefix('acl-sniff')}.>`)).toBe('allowed');
   });
 
-  it('no answer to a worker or bootstrap request lands where the worker names: replies stay in the workers’ account', async () => {
+  it('no answer to a request lands where its sender names: replies stay in the workers’ account, and the backend answers no stored subject', async () => {
     // NATS never checks a reply subject against permissions, and JetStream and the backend
     // answer on whatever reply a request names. In the application account that would let a
     // worker write a registry key, the leader lock or an event; from the workers' account the
     // answer goes back into the workers' account, where nothing is stored.
     const { nc } = await compromisedWorker('acl-hijack');
     const bootstrap = await connectAs('bootstrap');
+    const client = await connectAs('client');
+    const operator = await connectAs('operator');
+    const cancel = JSON.stringify({ runId: 'acl-hijack-none' });
+    const revoke = JSON.stringify({ workerId: 'acl-hijack-none' });
     const jsApi = n.subjects.workerJsApi;
     const targets = [
       { stream: `KV_${n.buckets.workers}`, subject: `$KV.${n.buckets.workers}.acl-hijacked` },
@@ -378,10 +382,17 @@ describe('access control in secure mode (sonar creds init, as deployed)', () => 
         subject: n.subjects.api('enroll'),
         body: JSON.stringify({ workerId: 'acl-hijack2', publicKey: createUser().getPublicKey() }),
       },
+      // In the application account a reply stays where it is named, so the backend itself
+      // refuses to answer onto a stored subject.
+      { what: 'a client verb', nc: client, subject: n.subjects.api('cancel'), body: cancel },
+      { what: 'an operator verb', nc: operator, subject: n.subjects.api('revoke'), body: revoke },
     ];
     for (const r of requests) {
       // The control: named its own inbox, the request is answered there.
-      const inbox = `${r.nc === nc ? workerInboxPrefix('acl-hijack') : roleInboxPrefix('bootstrap')}.ctl`;
+      const inbox =
+        r.nc === nc
+          ? `${workerInboxPrefix('acl-hijack')}.ctl`
+          : `${roleInboxPrefix(r.nc === bootstrap ? 'bootstrap' : r.nc === client ? 'client' : 'operator')}.ctl`;
       const answered = r.nc.subscribe(inbox, { max: 1 });
       const got = (async () => {
         for await (const m of answered) return m;

@@ -223,7 +223,7 @@ describe('recovery with real processes', () => {
       workerId: 'wa',
       publicKey: key.getPublicKey(),
       signingSeed: s.credentials.workerSigning.seed,
-      accountPublicKey: s.credentials.account.publicKey,
+      accountPublicKey: s.credentials.workersAccount.publicKey,
       ttlMs: 60_000,
       now: Date.now(),
     });

@@ -59,7 +59,7 @@ describe('a secure cluster', () => {
       workerId: 'wx',
       publicKey: key.getPublicKey(),
       signingSeed: secure.credentials.workerSigning.seed,
-      accountPublicKey: secure.credentials.account.publicKey,
+      accountPublicKey: secure.credentials.workersAccount.publicKey,
       ttlMs: 60_000,
       now: Date.now() - 2_000,
     });
@@ -75,7 +75,7 @@ describe('a secure cluster', () => {
     const closed = worker.closed();
     await pushRevocation({
       sys: await onNode(0, 'sys'),
-      accountPublicKey: secure.credentials.account.publicKey,
+      accountPublicKey: secure.credentials.workersAccount.publicKey,
       operatorSigningSeed: secure.credentials.operator.signingSeed,
       userPublicKey: key.getPublicKey(),
       at: Date.now(),

@@ -51,6 +51,7 @@ const at = (o: unknown, ...path: (string | number)[]): unknown =>
 const BACKEND_FILES = {
   SONAR_NATS_CREDS: 'backend.creds',
   SONAR_WORKER_SIGNING_KEY: 'worker-signing.nk',
+  SONAR_WORKER_ACCOUNT_JWT: 'workers-account.jwt',
   SONAR_NATS_OPERATOR_SIGNING_KEY: 'operator-signing.nk',
   SONAR_NATS_SYS_CREDS: 'sys.creds',
 } as const;
