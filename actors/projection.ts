@@ -77,7 +77,7 @@ export interface ExpiredRun {
  * The whole state, folded from events. It is only ever changed by `applyEvent`, which both
  * replay and the live projection loop call: the write path and the replay path share it.
  *
- * Snapshots (src/backend/snapshot-codec.ts) copy it field by field and rely on aggregate
+ * Snapshots (src/backend/snapshots/snapshot-codec.ts) copy it field by field and rely on aggregate
  * snapshots and contexts never being mutated in place: a new field, or a change to how
  * `applyDecoded` indexes, needs the codec updated and its SNAPSHOT_FORMAT bumped.
  */
@@ -149,7 +149,7 @@ export interface EventRecord {
   decodeError?: string;
   /**
    * True when `type` and `data` are already what `decodeEvent` gives for this payload: the
-   * backend's own write, known by its bytes (src/backend/own-writes.ts), so `applyEvent` does
+   * backend's own write, known by its bytes (src/backend/projection/own-writes.ts), so `applyEvent` does
    * not validate it again. Never set for a record read from a file or another writer.
    */
   validated?: boolean;

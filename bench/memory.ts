@@ -25,7 +25,7 @@ import { names } from '../streams/names.js';
 import type { Names } from '../streams/names.js';
 import { SonarClient } from '../src/client/client.js';
 import { startNatsServer } from '../src/dev/nats-server.js';
-import { storedSnapshot } from '../src/backend/snapshot.js';
+import { storedSnapshot } from '../src/backend/snapshots/snapshot.js';
 import { silentLogger } from '../src/log.js';
 import { runFile } from './e2e/phases.js';
 import { memoryOf, startBackend, startWorker } from './e2e/procs.js';

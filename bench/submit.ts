@@ -24,7 +24,7 @@ import { fileURLToPath } from 'node:url';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { Backend } from '../src/backend/backend.js';
-import { apiHandlers } from '../src/backend/handlers/index.js';
+import { apiHandlers } from '../src/backend/api/handlers/index.js';
 import { SonarClient } from '../src/client/client.js';
 import { loadConfig } from '../src/config.js';
 import { startNatsServer } from '../src/dev/nats-server.js';

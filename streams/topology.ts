@@ -18,7 +18,7 @@ export interface TopologyOptions {
   finalizeMaxDeliver: number;
   /**
    * The events stream's own byte bound (`max_bytes`, discard `new`); -1 for none. Resolved
-   * from `SONAR_EVENTS_MAX_BYTES` by the backend (src/backend/store-room.ts).
+   * from `SONAR_EVENTS_MAX_BYTES` by the backend (src/backend/storage/store-room.ts).
    */
   eventsMaxBytes: number;
   /**

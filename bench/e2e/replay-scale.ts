@@ -10,7 +10,7 @@ import { names } from '../../streams/names.js';
 import type { Names } from '../../streams/names.js';
 import { ensureTopology } from '../../streams/provision.js';
 import { DEFAULT_TOPOLOGY_OPTIONS } from '../../streams/topology.js';
-import { SNAPSHOT_OBJECT, storedSnapshot } from '../../src/backend/snapshot.js';
+import { SNAPSHOT_OBJECT, storedSnapshot } from '../../src/backend/snapshots/snapshot.js';
 import { silentLogger } from '../../src/log.js';
 import { memoryOf, startBackend } from './procs.js';
 

@@ -10,22 +10,22 @@ import { createLogger } from '../log.js';
 import type { Logger } from '../log.js';
 import { connectNats } from '../nats.js';
 import type { OutputStore } from '../storage/output-store.js';
-import { ApiService } from './api-service.js';
-import type { Handlers } from './api-service.js';
+import { ApiService } from './api/api-service.js';
+import type { Handlers } from './api/api-service.js';
 import type { BackendContext } from './context.js';
-import { checkDurability } from './durability-check.js';
-import { DispatchConsumers } from './dispatch-consumers.js';
-import { EventWriter } from './event-writer.js';
-import { eventsBoundRefusal, resolveEventsMaxBytes } from './events-store-room.js';
+import { checkDurability } from './storage/durability-check.js';
+import { DispatchConsumers } from './reconciler/dispatch-consumers.js';
+import { EventWriter } from './projection/event-writer.js';
+import { eventsBoundRefusal, resolveEventsMaxBytes } from './storage/events-store-room.js';
 import { Deadline } from '../grace.js';
-import { Liveness } from './liveness.js';
-import { ProjectionLoop } from './projection-loop.js';
-import type { ProjectionStoppedError } from './projection-loop.js';
-import { Enrollments } from './enrollments.js';
-import { workerCredentialIssuer } from './worker-credentials.js';
-import { Registry } from './registry.js';
+import { Liveness } from './reconciler/liveness.js';
+import { ProjectionLoop } from './projection/projection-loop.js';
+import type { ProjectionStoppedError } from './projection/projection-loop.js';
+import { Enrollments } from './api/enrollments.js';
+import { workerCredentialIssuer } from './api/worker-credentials.js';
+import { Registry } from './reconciler/registry.js';
 import { ServerContact } from './server-contact.js';
-import { loadSnapshot } from './snapshot.js';
+import { loadSnapshot } from './snapshots/snapshot.js';
 
 /** A long-lived part of the backend (reconciler loop, finalizer pool, http server...). */
 export interface Component {
@@ -54,6 +54,12 @@ export interface BackendOptions {
    * @defaultValue `SONAR_STOP_GRACE` (10 s)
    */
   stopTimeoutMs?: number;
+  /**
+   * `--strict-durability` / `SONAR_STRICT_DURABILITY`: refuse to start when the durability
+   * check finds a known problem (storage/durability-check.ts) instead of warning.
+   * @defaultValue false
+   */
+  strictDurability?: boolean;
 }
 
 /**

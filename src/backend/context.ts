@@ -5,13 +5,13 @@ import type { Names } from '../../streams/names.js';
 import type { SonarConfig } from '../config.js';
 import type { Logger } from '../log.js';
 import type { OutputStore } from '../storage/output-store.js';
-import type { DispatchConsumers } from './dispatch-consumers.js';
-import type { Enrollments } from './enrollments.js';
-import type { EventWriter } from './event-writer.js';
-import type { WorkerCredentialIssuer } from './handlers/enrollment-handlers.js';
-import type { Liveness } from './liveness.js';
-import type { ProjectionLoop } from './projection-loop.js';
-import type { Registry } from './registry.js';
+import type { DispatchConsumers } from './reconciler/dispatch-consumers.js';
+import type { Enrollments } from './api/enrollments.js';
+import type { EventWriter } from './projection/event-writer.js';
+import type { WorkerCredentialIssuer } from './api/handlers/enrollment-handlers.js';
+import type { Liveness } from './reconciler/liveness.js';
+import type { ProjectionLoop } from './projection/projection-loop.js';
+import type { Registry } from './reconciler/registry.js';
 import type { ServerContact } from './server-contact.js';
 
 /**
@@ -38,7 +38,7 @@ export interface BackendContext {
   log: Logger;
   /** Whether the server answers, and since when without a break. */
   contact: ServerContact;
-  /** The checks `/healthz` runs (src/backend/liveness.ts). */
+  /** The checks `/healthz` runs (src/backend/reconciler/liveness.ts). */
   liveness: Liveness;
   /** This backend's id (leader election, `by` fields): unique per process. */
   nodeId: string;

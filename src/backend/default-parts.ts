@@ -2,11 +2,11 @@ import type { BackendParts } from './backend.js';
 import { createOutputStore } from '../storage/create-output-store.js';
 import { httpComponent } from '../http/http-component.js';
 import { dashboardComponent } from '../http/dashboard/dashboard-component.js';
-import { finalizerPool } from './finalizer-pool.js';
-import { apiHandlers } from './handlers/index.js';
-import { reconcilerLoop } from './reconciler-loop.js';
-import { snapshotter } from './snapshotter.js';
-import { sweeper } from './sweeper.js';
+import { finalizerPool } from './finalize/finalizer-pool.js';
+import { apiHandlers } from './api/handlers/index.js';
+import { reconcilerLoop } from './reconciler/reconciler-loop.js';
+import { snapshotter } from './snapshots/snapshotter.js';
+import { sweeper } from './sweep/sweeper.js';
 
 /**
  * The parts a `sonar backend` runs. Each issue's component registers itself here:

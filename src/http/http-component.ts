@@ -1,7 +1,7 @@
 import type { Component } from '../backend/backend.js';
 import { BackendMetrics } from '../backend/backend-metrics.js';
 import type { BackendContext } from '../backend/context.js';
-import { eventsStoreRoom } from '../backend/events-store-room.js';
+import { eventsStoreRoom } from '../backend/storage/events-store-room.js';
 import { registeredHttpRoutes } from './routes.js';
 import type { HttpRoutes } from './routes.js';
 import { HttpServer, sendJson } from './server.js';
@@ -35,7 +35,7 @@ const LAG_READ_TIMEOUT_MS = 1_000;
  *   once and now no more than {@link READY_LAG_BOUND} events behind its stream.
  * - `/healthz` (do not restart me): fails only when a restart would help (the connection
  *   closed for good, the projection loop stopped, a reconcile pass stuck while the server
- *   answers: src/backend/liveness.ts), never merely because NATS is out of reach, so that
+ *   answers: src/backend/reconciler/liveness.ts), never merely because NATS is out of reach, so that
  *   liveness restarts never feed an outage.
  */
 export class HttpComponent implements Component {

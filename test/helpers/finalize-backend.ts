@@ -1,8 +1,8 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { Names } from '../../streams/names.js';
 import { Backend } from '../../src/backend/backend.js';
-import { FinalizerPool } from '../../src/backend/finalizer-pool.js';
-import type { FinalizerPoolOptions } from '../../src/backend/finalizer-pool.js';
+import { FinalizerPool } from '../../src/backend/finalize/finalizer-pool.js';
+import type { FinalizerPoolOptions } from '../../src/backend/finalize/finalizer-pool.js';
 import { silentLogger } from '../../src/log.js';
 import type { OutputStore } from '../../src/storage/output-store.js';
 import { ObjOutputStore, testConfig } from './finalize-fixtures.js';

@@ -8,7 +8,7 @@ import type { Projection } from '../../actors/projection.js';
 import type { SonarEvent } from '../../actors/events.js';
 import type { ReconcilerEvent } from '../../actors/reconciler/decisions.js';
 import { names } from '../../streams/names.js';
-import { aggregateSubject } from '../../src/backend/aggregate-subject.js';
+import { aggregateSubject } from '../../src/backend/projection/aggregate-subject.js';
 import {
   T0,
   at,

@@ -5,7 +5,7 @@
  * and runs `serveUntilSignal`, the code `sonar backend` runs on SIGTERM.
  */
 import { Backend } from '../../src/backend/backend.js';
-import { finalizerPool } from '../../src/backend/finalizer-pool.js';
+import { finalizerPool } from '../../src/backend/finalize/finalizer-pool.js';
 import { serveUntilSignal } from '../../src/backend/serve-until-signal.js';
 import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/log.js';

@@ -9,7 +9,7 @@ import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PermanentFinalizeError } from '../../src/backend/finalize-job.js';
+import { PermanentFinalizeError } from '../../src/backend/finalize/finalize-job.js';
 import { SonarClient } from '../../src/client/client.js';
 import type { ResultsSink } from '../../src/storage/results-sink.js';
 import { ensureChromium, launchChromium } from '../helpers/chromium.js';

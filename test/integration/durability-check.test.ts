@@ -2,7 +2,10 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { judgeDurability, readDurabilityFacts } from '../../src/backend/durability-check.js';
+import {
+  judgeDurability,
+  readDurabilityFacts,
+} from '../../src/backend/storage/durability-check.js';
 import { eventually } from '../helpers/eventually.js';
 import { startNatsCluster } from '../helpers/nats-cluster.js';
 import type { NatsCluster } from '../helpers/nats-cluster.js';

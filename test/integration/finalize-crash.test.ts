@@ -7,7 +7,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Names } from '../../streams/names.js';
 import { enqueueFinalization } from '../../streams/queues.js';
-import { reenqueueLostFinalizations } from '../../src/backend/lost-finalizations.js';
+import { reenqueueLostFinalizations } from '../../src/backend/reconciler/lost-finalizations.js';
 import { KvResultsSink } from '../../src/storage/results-sink.js';
 import { eventually } from '../helpers/eventually.js';
 import { startPoolBackend } from '../helpers/finalize-backend.js';
@@ -148,7 +148,7 @@ describe('a crash loses nothing', () => {
         taskIds: ['t1', 't2'],
       });
       expect(stateOf(w.loop, 'r1', 't1')).toBe('Finalizing');
-      // The reconciler's re-enqueue (src/backend/lost-finalizations.ts), one lease later.
+      // The reconciler's re-enqueue (src/backend/reconciler/lost-finalizations.ts), one lease later.
       const jsm = await jetstreamManager(nc);
       const requeued = await reenqueueLostFinalizations(
         { jsm, js: jetstream(nc), names: n, projection: w.loop.projection },

@@ -3,7 +3,7 @@ import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { enqueueFinalization } from '../../streams/queues.js';
-import { FailureLog } from '../../src/backend/finalize-failures.js';
+import { FailureLog } from '../../src/backend/finalize/failure-log.js';
 import { KvResultsSink } from '../../src/storage/results-sink.js';
 import { eventually } from '../helpers/eventually.js';
 import { startPoolBackend } from '../helpers/finalize-backend.js';

@@ -8,7 +8,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { SonarClient } from '../../src/client/client.js';
 import { runFileHash, validateRunFile } from '../../src/client/run-file.js';
-import { syncRecent } from '../../src/backend/handlers/sync.js';
+import { syncRecent } from '../../src/backend/api/handlers/sync.js';
 import { connectNats } from '../../src/nats.js';
 import { ApiClient } from '../../src/worker/api-client.js';
 import { eventually } from '../helpers/eventually.js';

@@ -2,7 +2,7 @@ import { describe, it, expect, beforeAll, afterAll } from 'vitest';
 import { Kvm } from '@nats-io/kv';
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { LeaderLock } from '../../src/backend/leader.js';
+import { LeaderLock } from '../../src/backend/reconciler/leader.js';
 import { runSubmitted, stepCreated, taskCreated, workerJoined } from '../helpers/event-builders.js';
 import { eventually } from '../helpers/eventually.js';
 import { startNatsServer } from '../helpers/nats-server.js';

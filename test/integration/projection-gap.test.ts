@@ -8,7 +8,7 @@
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ProjectionLoop } from '../../src/backend/projection-loop.js';
+import { ProjectionLoop } from '../../src/backend/projection/projection-loop.js';
 import { silentLogger } from '../../src/log.js';
 import type { Logger } from '../../src/log.js';
 import { eventually } from '../helpers/eventually.js';

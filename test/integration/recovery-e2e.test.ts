@@ -7,7 +7,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { EventStore } from '../../streams/event-store.js';
 import { names, workerInboxPrefix } from '../../streams/names.js';
 import { mintWorkerJwt } from '../../src/auth/mint.js';
-import { ProjectionLoop } from '../../src/backend/projection-loop.js';
+import { ProjectionLoop } from '../../src/backend/projection/projection-loop.js';
 import { SonarClient } from '../../src/client/client.js';
 import { silentLogger } from '../../src/log.js';
 import { eventually } from '../helpers/eventually.js';

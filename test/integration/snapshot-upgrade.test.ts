@@ -1,5 +1,5 @@
 /**
- * Projection snapshots after retention purged events (src/backend/snapshot.ts): a purged run
+ * Projection snapshots after retention purged events (src/backend/snapshots/snapshot.ts): a purged run
  * lives only in the snapshot until its `RunExpired` is folded (and for good when a pass was
  * cut short before appending it), so an upgrade that changes machine code must not drop it.
  * Every case purges with the real retention sweep on a real nats-server, then stands in for
@@ -15,14 +15,14 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Names } from '../../streams/names.js';
 import { Backend } from '../../src/backend/backend.js';
-import { SNAPSHOT_FORMAT } from '../../src/backend/snapshot-codec.js';
+import { SNAPSHOT_FORMAT } from '../../src/backend/snapshots/snapshot-codec.js';
 import {
   SNAPSHOT_OBJECT,
   SnapshotLossError,
   purgedEvents,
   snapshotFingerprint,
   writeSnapshot,
-} from '../../src/backend/snapshot.js';
+} from '../../src/backend/snapshots/snapshot.js';
 import { createLogger, silentLogger } from '../../src/log.js';
 import type { Logger } from '../../src/log.js';
 import { ObjOutputStore, seedFinalizing, testConfig } from '../helpers/finalize-fixtures.js';

@@ -8,18 +8,18 @@ import { replayView } from '../../actors/replay-view.js';
 import type { Names } from '../../streams/names.js';
 import { EventStore } from '../../streams/event-store.js';
 import { Backend } from '../../src/backend/backend.js';
-import { EventWriter } from '../../src/backend/event-writer.js';
-import { apiHandlers } from '../../src/backend/handlers/index.js';
-import { ProjectionLoop } from '../../src/backend/projection-loop.js';
+import { EventWriter } from '../../src/backend/projection/event-writer.js';
+import { apiHandlers } from '../../src/backend/api/handlers/index.js';
+import { ProjectionLoop } from '../../src/backend/projection/projection-loop.js';
 import {
   SNAPSHOT_OBJECT,
   loadSnapshot,
   snapshotFingerprint,
   storedSnapshot,
   writeSnapshot,
-} from '../../src/backend/snapshot.js';
-import { SNAPSHOT_FORMAT } from '../../src/backend/snapshot-codec.js';
-import { snapshotter } from '../../src/backend/snapshotter.js';
+} from '../../src/backend/snapshots/snapshot.js';
+import { SNAPSHOT_FORMAT } from '../../src/backend/snapshots/snapshot-codec.js';
+import { snapshotter } from '../../src/backend/snapshots/snapshotter.js';
 import { loadConfig } from '../../src/config.js';
 import { createLogger, silentLogger } from '../../src/log.js';
 import type { Logger } from '../../src/log.js';

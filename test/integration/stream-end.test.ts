@@ -17,7 +17,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EventStore } from '../../streams/event-store.js';
 import type { AppendItem } from '../../streams/event-store.js';
 import type { Names } from '../../streams/names.js';
-import { SNAPSHOT_OBJECT } from '../../src/backend/snapshot.js';
+import { SNAPSHOT_OBJECT } from '../../src/backend/snapshots/snapshot.js';
 import type { RunFile } from '../../src/protocol.js';
 import { eventually } from '../helpers/eventually.js';
 import { startNatsServer } from '../helpers/nats-server.js';

@@ -11,17 +11,17 @@ import { ensureDispatchConsumer } from '../../streams/provision.js';
 import {
   DISPATCH_CONSUMER_RECHECK_MS,
   DispatchConsumers,
-} from '../../src/backend/dispatch-consumers.js';
+} from '../../src/backend/reconciler/dispatch-consumers.js';
 import { enqueueFinalization, publishDispatch } from '../../streams/queues.js';
 import type { BackendContext } from '../../src/backend/context.js';
-import { loadSnapshot } from '../../src/backend/snapshot.js';
-import type { SweepReport } from '../../src/backend/sweep.js';
+import { loadSnapshot } from '../../src/backend/snapshots/snapshot.js';
+import type { SweepReport } from '../../src/backend/sweep/full-sweep.js';
 import { FULL_SWEEP_KEY, claimSweepTurn } from '../../src/backend/sweep/sweep-claim.js';
-import { Sweeper } from '../../src/backend/sweeper.js';
+import { Sweeper } from '../../src/backend/sweep/sweeper.js';
 import { silentLogger } from '../../src/log.js';
 import { KvResultsSink, bodyOf } from '../../src/storage/results-sink.js';
-import { FinalizerPool } from '../../src/backend/finalizer-pool.js';
-import { FailureLog } from '../../src/backend/finalize-failures.js';
+import { FinalizerPool } from '../../src/backend/finalize/finalizer-pool.js';
+import { FailureLog } from '../../src/backend/finalize/failure-log.js';
 import { scanStream } from '../../src/backend/sweep/stream-scan.js';
 import { eventually } from '../helpers/eventually.js';
 import { ObjOutputStore, seedFinalizing, stateOf } from '../helpers/finalize-fixtures.js';

@@ -4,7 +4,7 @@ import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { isApiError } from '../../src/worker/api-client.js';
-import { dispatchTask } from '../../src/backend/dispatch.js';
+import { dispatchTask } from '../../src/backend/reconciler/dispatch.js';
 import { SonarClient } from '../../src/client/client.js';
 import type { DispatchMessage } from '../../src/protocol.js';
 import { ApiClient } from '../../src/worker/api-client.js';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { isSonarError } from '../../actors/errors.js';
-import { judgeDurability, strictDurabilityOf } from '../../src/backend/durability-check.js';
-import type { DurabilityFacts } from '../../src/backend/durability-check.js';
+import { judgeDurability, strictDurabilityOf } from '../../src/backend/storage/durability-check.js';
+import type { DurabilityFacts } from '../../src/backend/storage/durability-check.js';
 
 const streams = (replicas: number) =>
   ['SONAR_EVENTS', 'SONAR_DISPATCH', 'KV_sonar_workers'].map((name) => ({ name, replicas }));

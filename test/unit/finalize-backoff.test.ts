@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { finalizeDelayMs } from '../../src/backend/finalize-backoff.js';
-import { resolveFinalizerPoolOptions } from '../../src/backend/finalizer-pool.js';
+import { finalizeDelayMs } from '../../src/backend/finalize/finalize-backoff.js';
+import { resolveFinalizerPoolOptions } from '../../src/backend/finalize/finalizer-pool.js';
 
 describe('finalizeDelayMs', () => {
   it('is 1 s after the first delivery, doubling, capped at 60 s (DESIGN.md section 7)', () => {

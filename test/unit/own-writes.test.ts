@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { applyEvent, createProjection } from '../../actors/projection.js';
 import type { EventRecord } from '../../actors/projection.js';
-import { OwnWrites } from '../../src/backend/own-writes.js';
+import { OwnWrites } from '../../src/backend/projection/own-writes.js';
 import { encodeEnvelope } from '../../streams/envelope.js';
 import { taskCreated } from '../helpers/event-builders.js';
 

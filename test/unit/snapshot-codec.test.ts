@@ -13,7 +13,7 @@ import {
   SnapshotUnusableError,
   captureProjection,
   encodeCapture,
-} from '../../src/backend/snapshot-codec.js';
+} from '../../src/backend/snapshots/snapshot-codec.js';
 import {
   at,
   line,

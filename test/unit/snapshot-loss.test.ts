@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { purgedEvents } from '../../src/backend/snapshot.js';
+import { purgedEvents } from '../../src/backend/snapshots/snapshot.js';
 import { ConfigError, loadConfig } from '../../src/config.js';
 
 describe('SONAR_ALLOW_SNAPSHOT_LOSS', () => {

@@ -9,7 +9,7 @@ import {
   newWorkBytes,
   storeFullError,
   storeRoom,
-} from '../../src/backend/store-room.js';
+} from '../../src/backend/storage/store-room.js';
 import { safeMaxBytes } from '../../streams/provision.js';
 
 const MiB = 1024 * 1024;

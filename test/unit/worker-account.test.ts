@@ -11,7 +11,7 @@ import { createUser } from '@nats-io/nkeys';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { initCredentials } from '../../src/auth/creds-init.js';
 import type { CredentialPaths, Credentials } from '../../src/auth/creds-init.js';
-import { workerCredentialIssuer } from '../../src/backend/worker-credentials.js';
+import { workerCredentialIssuer } from '../../src/backend/api/worker-credentials.js';
 import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/log.js';
 

@@ -1,8 +1,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { KvWatchInclude, Kvm } from '@nats-io/kv';
 import type { BackendContext } from '../../backend/context.js';
-import { FailureLog } from '../../backend/finalize-failures.js';
-import { PoisonedAdmin } from '../../backend/poisoned-admin.js';
+import { FailureLog } from '../../backend/finalize/failure-log.js';
+import { PoisonedAdmin } from '../../backend/finalize/poisoned-admin.js';
 import type { Logger } from '../../log.js';
 import { DashboardActions } from './actions.js';
 import { apiRoutes } from './api-routes.js';

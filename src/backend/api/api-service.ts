@@ -1,0 +1,219 @@
+import type { NatsConnection, Msg, Subscription } from '@nats-io/transport-node';
+import type { z } from 'zod';
+import {
+  ErrorCode,
+  SonarError,
+  ValidationError,
+  isSonarError,
+  listIssues,
+} from '../../../actors/errors.js';
+import type { Names } from '../../../streams/names.js';
+import type { Logger } from '../../log.js';
+import { WORKER_VERBS, requestSchemas } from '../../protocol.js';
+import { StragglerGuard } from '../straggler-guard.js';
+import type { ParsedRequestOf, Verb } from '../../protocol.js';
+
+export type Handler<V extends Verb> = (req: ParsedRequestOf<V>) => Promise<unknown>;
+export type Handlers = { [V in Verb]?: Handler<V> };
+
+/** Requests from all backends share one queue group: each request is answered once. */
+export const API_QUEUE = 'sonar-backend';
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+/** `w.<workerId>.<verb>` is a worker's own subject; anything else is a shared verb. */
+function routeOf(rest: string): Route {
+  if (!rest.startsWith('w.')) return { verb: rest, caller: null };
+  const [, caller = '', ...verb] = rest.split('.');
+  return { verb: verb.join('.'), caller };
+}
+
+/** Maps zod issues to the `'<path>' <problem>` form, every problem listed. */
+export function validationErrorOf(what: string, error: z.ZodError): ValidationError {
+  const issues = error.issues.map((i) => ({
+    path: i.path.join('.') || '(root)',
+    message: i.message,
+  }));
+  const { text, listed } = listIssues(issues);
+  return new ValidationError(`${what}: ${text}`, listed);
+}
+
+/** The wire form of an error reply (DESIGN.md section 6). */
+export function errorReply(err: unknown) {
+  if (isSonarError(err)) {
+    return { error: { code: err.code, message: err.message, details: err.details } };
+  }
+  const message = err instanceof Error ? err.message : String(err);
+  return { error: { code: ErrorCode.Unavailable, message, details: {} } };
+}
+
+/** What an {@link ApiService} allows beyond each verb's schema. */
+export interface ApiServiceOptions {
+  /**
+   * Whether worker verbs are also served on the shared `<prefix>.api.<verb>` (older
+   * workers). False in secure mode: there a worker proves who it is only by the subject it
+   * may publish to, `<prefix>.api.w.<workerId>.<verb>`.
+   */
+  sharedWorkerVerbs: boolean;
+}
+
+/** A request's verb, and the worker the subject names when asked on a worker's own subject. */
+interface Route {
+  verb: string;
+  caller: string | null;
+}
+
+const WORKER_ID = /^[A-Za-z0-9_-]{1,64}$/;
+
+/**
+ * Serves `sonar.api.*` on NATS request/reply for any number of backends (one queue group).
+ * Each request is validated against its schema in src/protocol.ts before its handler runs;
+ * replies are `{"ok":{...}}` or `{"error":{"code","message","details"}}`.
+ *
+ * Worker verbs asked on `<prefix>.api.w.<workerId>.<verb>` must name that same worker in
+ * their body: the subject is the caller's identity (in secure mode each worker's credential
+ * may publish under its own id only), so a worker cannot act as another.
+ */
+export class ApiService {
+  private sub: Subscription | null = null;
+  private inflight = new Set<Promise<void>>();
+  private readonly stopping = new StragglerGuard('api');
+
+  constructor(
+    private readonly nc: NatsConnection,
+    private readonly names: Names,
+    private readonly handlers: Handlers,
+    private readonly log: Logger,
+    private readonly opts: ApiServiceOptions = { sharedWorkerVerbs: true },
+  ) {}
+
+  /** @throws StillStoppingError while requests of the last run are still being answered. */
+  start(): void {
+    if (this.sub) return;
+    this.stopping.assertIdle();
+    const prefix = this.names.subjects.api('');
+    this.sub = this.nc.subscribe(this.names.subjects.apiAll, {
+      queue: API_QUEUE,
+      callback: (err, msg) => {
+        if (err) {
+          this.log.error('api subscription failed', { err });
+          return;
+        }
+        const p = this.handle(routeOf(msg.subject.slice(prefix.length)), msg);
+        this.inflight.add(p);
+        void p.finally(() => this.inflight.delete(p));
+      },
+    });
+  }
+
+  private async handle(route: Route, msg: Msg): Promise<void> {
+    const { verb } = route;
+    if (msg.reply && this.isStoredSubject(msg.reply)) {
+      // NATS does not check a reply subject against the sender's permissions, and this
+      // backend may publish into every stream: answering would let any caller write there.
+      this.log.warn('api request refused: its reply subject is a stored one', {
+        verb,
+        reply: msg.reply,
+      });
+      return;
+    }
+    let reply: unknown;
+    try {
+      reply = { ok: (await this.dispatch(route, msg.data)) ?? {} };
+    } catch (err: unknown) {
+      if (!isSonarError(err)) this.log.error('api request failed', { verb, err });
+      reply = errorReply(err);
+    }
+    if (!msg.reply) return;
+    try {
+      msg.respond(encoder.encode(JSON.stringify(reply)));
+    } catch (err: unknown) {
+      // A reply over max_payload (or one that cannot be serialized) must still be answered,
+      // and must never reject this promise: nobody awaits it, and an unhandled rejection
+      // would end the process.
+      this.log.error('api reply not sent', { verb, err });
+      const message = `${verb}: the reply could not be sent (${err instanceof Error ? err.message : String(err)})`;
+      try {
+        msg.respond(
+          encoder.encode(
+            JSON.stringify(errorReply(new SonarError(ErrorCode.Unavailable, message))),
+          ),
+        );
+      } catch {
+        // The connection is gone: the client's request times out and is retried.
+      }
+    }
+  }
+
+  /** Subjects that streams, buckets or JetStream own: never a requester's inbox. */
+  private isStoredSubject(subject: string): boolean {
+    return subject.startsWith(`${this.names.prefix}.`) || /^\$(KV|O|JS|SYS)\./.test(subject);
+  }
+
+  private async dispatch({ verb, caller }: Route, data: Uint8Array): Promise<unknown> {
+    if (!Object.hasOwn(requestSchemas, verb)) {
+      throw new SonarError(ErrorCode.NotFound, `unknown api verb ${JSON.stringify(verb)}`, {
+        verb,
+      });
+    }
+    const v = verb as Verb;
+    // Each verb's handler takes its own schema's output: the Handlers type checks that.
+    const handler = this.handlers[v] as ((req: unknown) => Promise<unknown>) | undefined;
+    if (!handler) {
+      throw new SonarError(ErrorCode.Unavailable, `api verb ${verb} is not served here`, { verb });
+    }
+    let raw: unknown;
+    try {
+      raw = JSON.parse(decoder.decode(data));
+    } catch {
+      throw new ValidationError(`${verb}: the payload is not JSON`);
+    }
+    const parsed = requestSchemas[v].safeParse(raw);
+    if (!parsed.success) throw validationErrorOf(verb, parsed.error);
+    this.checkSubject(v, caller);
+    const named = (parsed.data as { workerId?: unknown }).workerId;
+    if (caller !== null && named !== caller) {
+      throw new SonarError(
+        ErrorCode.Forbidden,
+        `${verb}: asked as worker ${caller} but names worker ${JSON.stringify(named)}: a worker acts under its own id only`,
+        { verb, caller, workerId: named },
+      );
+    }
+    return handler(parsed.data);
+  }
+
+  /** Whether `verb` may be asked on the subject it came on. */
+  private checkSubject(verb: Verb, caller: string | null): void {
+    const own = this.names.subjects.workerApi('<workerId>', verb);
+    if (caller !== null) {
+      if (!WORKER_ID.test(caller)) {
+        throw new ValidationError(
+          `${verb}: the subject's worker id ${JSON.stringify(caller)} must match ${String(WORKER_ID)}`,
+        );
+      }
+      if (!WORKER_VERBS.has(verb)) {
+        throw new SonarError(
+          ErrorCode.Forbidden,
+          `${verb} is not a worker verb: ask it on ${this.names.subjects.api(verb)}`,
+          { verb },
+        );
+      }
+      return;
+    }
+    if (verb === 'renew' || (WORKER_VERBS.has(verb) && !this.opts.sharedWorkerVerbs)) {
+      throw new SonarError(
+        ErrorCode.Forbidden,
+        `${verb}: a worker asks this on its own subject ${own}`,
+        { verb },
+      );
+    }
+  }
+
+  /** Stops taking requests and waits for the ones in flight. */
+  async stop(): Promise<void> {
+    this.sub?.unsubscribe();
+    this.sub = null;
+    await this.stopping.track(Promise.allSettled([...this.inflight]));
+  }
+}

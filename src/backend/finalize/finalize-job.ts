@@ -1,0 +1,124 @@
+import { z } from 'zod';
+import { IllegalTransitionError } from '../../../actors/errors.js';
+import type { StepContext } from '../../../actors/step/step.machine.js';
+import type { TaskContext } from '../../../actors/task/task.machine.js';
+import type { EventStore } from '../../../streams/event-store.js';
+import type { Names } from '../../../streams/names.js';
+import type { FinalizeJob } from '../../../streams/queues.js';
+import { resultKeyOf } from '../../storage/results-sink.js';
+import type { ResultsSink, UpsertOutcome } from '../../storage/results-sink.js';
+import type { EventWriter } from '../projection/event-writer.js';
+import { withDeadline } from './finalize-deadline.js';
+import { prepareOutput } from './finalize-output.js';
+import type { OutputDeps } from './finalize-output.js';
+import type { ProjectionLoop } from '../projection/projection-loop.js';
+
+export { PermanentFinalizeError, isPermanentFinalizeError } from './finalize-errors.js';
+
+const id = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/);
+const jobSchema = z.object({
+  runId: id,
+  taskId: id,
+  attemptId: id,
+  outputRef: z.string().min(1),
+  outputInline: z.string().optional(),
+});
+
+const decoder = new TextDecoder();
+
+/** A job off the queue, or null when the payload is not one (it is poisoned, not retried). */
+export function parseJob(data: Uint8Array): FinalizeJob | null {
+  try {
+    const parsed = jobSchema.safeParse(JSON.parse(decoder.decode(data)));
+    return parsed.success ? parsed.data : null;
+  } catch (_err: unknown) {
+    return null;
+  }
+}
+
+/** What a job needs from its backend. */
+export interface JobDeps extends OutputDeps {
+  names: Names;
+  store: EventStore;
+  loop: ProjectionLoop;
+  writer: EventWriter;
+  sink: ResultsSink;
+  now: () => number;
+}
+
+/** The task a job may still finalize, with its step (for the declared output kind). */
+export interface CurrentTask {
+  task: TaskContext;
+  step: StepContext | undefined;
+}
+
+function lookup(deps: Pick<JobDeps, 'loop'>, job: FinalizeJob): CurrentTask | null {
+  const p = deps.loop.projection;
+  const entry = p.tasks.get(`${job.runId}.${job.taskId}`);
+  if (entry?.snapshot.value !== 'Finalizing') return null;
+  const task = entry.snapshot.context;
+  if (task.attemptId !== job.attemptId) return null;
+  return { task, step: p.steps.get(`${job.runId}.${task.spec.stepId}`)?.snapshot.context };
+}
+
+/**
+ * The task when it is Finalizing with the job's attempt, else null (a stale or duplicate job).
+ * Before calling a job stale, the projection catches up with the task's subject: the result
+ * may have been accepted by another backend whose event this one has not applied yet.
+ */
+export async function currentFinalizing(
+  deps: Pick<JobDeps, 'loop' | 'store' | 'names'>,
+  job: FinalizeJob,
+): Promise<CurrentTask | null> {
+  const found = lookup(deps, job);
+  if (found) return found;
+  const subject = deps.names.subjects.task(job.runId, job.taskId);
+  await deps.loop.waitFor(await deps.store.lastSeqOf(subject));
+  return lookup(deps, job);
+}
+
+export type JobOutcome =
+  { kind: 'finalized'; sink: UpsertOutcome } | { kind: 'stale'; reason: string };
+
+/**
+ * Runs one job: only while the task is Finalizing with the job's attempt, check and validate
+ * the output (streamed, never whole in memory), upsert it into the sink, then append
+ * `TaskFinalized`. Every object read and the sink write has a deadline (`ioTimeoutMs`).
+ * Throws on failure (PermanentFinalizeError when no retry can help); the pool acks, naks or
+ * poisons.
+ */
+export async function runFinalizeJob(deps: JobDeps, job: FinalizeJob): Promise<JobOutcome> {
+  const key = resultKeyOf(job.runId, job.taskId);
+  const current = await currentFinalizing(deps, job);
+  if (!current) return { kind: 'stale', reason: 'task is not finalizing this attempt' };
+  const { task, step } = current;
+  const kind = step?.output ?? 'bytes';
+  const output = await prepareOutput(deps, job, task, kind);
+  const record = {
+    runId: job.runId,
+    stepId: task.spec.stepId,
+    taskId: job.taskId,
+    attemptId: job.attemptId,
+    outputRef: job.outputRef,
+    bytes: output.bytes,
+    kind,
+    finalizedAt: new Date(deps.now()).toISOString(),
+  };
+  const sink = await withDeadline(`sink write of ${key}`, deps.ioTimeoutMs, (signal) =>
+    deps.sink.upsert(record, output, signal),
+  );
+  try {
+    await deps.writer.write({
+      subject: deps.names.subjects.task(job.runId, job.taskId),
+      type: 'TaskFinalized',
+      data: { attemptId: job.attemptId, resultKey: key },
+      // One TaskFinalized per attempt ever: a retried append inside the window is stored once.
+      id: `finalized.${job.runId}.${job.taskId}.${job.attemptId}`,
+    });
+  } catch (err: unknown) {
+    // Another finalizer (a duplicate job) or a cancel moved the task first: nothing to do.
+    if (err instanceof IllegalTransitionError) return { kind: 'stale', reason: err.message };
+    throw err;
+  }
+  return { kind: 'finalized', sink };
+}

@@ -1,0 +1,340 @@
+import type { JsMsg } from '@nats-io/jetstream';
+import type { FinalizeJob } from '../../../streams/queues.js';
+import { parseDuration } from '../../duration.js';
+import type { Logger } from '../../log.js';
+import { signalMetric } from '../../metrics.js';
+import type { OutputStore } from '../../storage/output-store.js';
+import { KvResultsSink } from '../../storage/results-sink.js';
+import type { ResultsSink } from '../../storage/results-sink.js';
+import type { Component } from '../backend.js';
+import type { BackendContext } from '../context.js';
+import {
+  FINALIZE_BACKOFF_BASE_MS,
+  FINALIZE_BACKOFF_CAP_MS,
+  finalizeDelayMs,
+} from './finalize-backoff.js';
+import { FailureLog } from './failure-log.js';
+import { isPermanentFinalizeError, parseJob, runFinalizeJob } from './finalize-job.js';
+import type { JobDeps } from './finalize-job.js';
+import { MaxDeliveriesWatcher } from './max-deliveries-watcher.js';
+import { Poisoner } from './poisoner.js';
+import { SerialPuller } from './serial-puller.js';
+import { StragglerGuard } from '../straggler-guard.js';
+
+/** User input; every field optional (STYLE C3). Durations are ms or strings like `30s`. */
+export interface FinalizerPoolOptions {
+  /**
+   * Where finalized results go.
+   * @defaultValue a {@link KvResultsSink} on `sonar_results`
+   */
+  sink?: ResultsSink;
+  /**
+   * Consumers bound to the durable `finalizer`, each holding one job at a time.
+   * @defaultValue `SONAR_FINALIZERS` (4)
+   */
+  size?: number;
+  /**
+   * Delay after a job's first failed delivery; it doubles with each delivery.
+   * @defaultValue 1s
+   */
+  backoffBase?: number | string;
+  /**
+   * The longest delay between two deliveries of a failing job.
+   * @defaultValue 60s
+   */
+  backoffCap?: number | string;
+  /**
+   * How often a job in hand renews its lease with an in-progress ack.
+   * @defaultValue a third of the consumer's ack_wait (`SONAR_FINALIZE_LEASE` / 3)
+   */
+  renewInterval?: number | string;
+  /**
+   * How long each object read and each sink write of a job may take before the delivery
+   * fails (and is retried, then poisoned once its deliveries run out).
+   * @defaultValue four times the consumer's ack_wait (`SONAR_FINALIZE_LEASE`): 2 min
+   */
+  ioTimeout?: number | string;
+  /**
+   * How long one pull waits for a job before asking again (at least 1s).
+   * @defaultValue 5s
+   */
+  pullExpires?: number | string;
+  /**
+   * Where outputs are read from.
+   * @defaultValue the backend's output store
+   */
+  outputs?: OutputStore;
+  /**
+   * Handle captured MAX_DELIVERIES advisories (jobs that ran out of deliveries while their
+   * backend was gone). Turn off only to test one side alone.
+   * @defaultValue true
+   */
+  watchAdvisories?: boolean;
+}
+
+/**
+ * The default deadline of one object read or sink write, in leases. The lease bounds how long
+ * a dead backend holds a job; this bounds a live one stuck in a store or sink that never
+ * answers. It leaves a slow but working write (renewing its lease) several leases, and a
+ * 64 MiB read room at about 1 MB/s.
+ */
+export const IO_TIMEOUT_LEASES = 4;
+
+/** The internal form: all required, durations in ms. */
+export interface ResolvedFinalizerPoolOptions {
+  size: number;
+  backoffBaseMs: number;
+  backoffCapMs: number;
+  /** null: a third of the lease, known once the consumer is read. */
+  renewIntervalMs: number | null;
+  /** null: {@link IO_TIMEOUT_LEASES} leases. */
+  ioTimeoutMs: number | null;
+  pullExpiresMs: number;
+  watchAdvisories: boolean;
+}
+
+export function resolveFinalizerPoolOptions(
+  opts: FinalizerPoolOptions,
+  defaults: { size: number },
+): ResolvedFinalizerPoolOptions {
+  const ms = (v: number | string | undefined, fallback: number): number =>
+    v === undefined ? fallback : parseDuration(v);
+  const size = opts.size ?? defaults.size;
+  if (!Number.isInteger(size) || size < 1) {
+    throw new Error(`finalizer pool 'size' must be a whole number of at least 1, got ${size}`);
+  }
+  return {
+    size,
+    backoffBaseMs: ms(opts.backoffBase, FINALIZE_BACKOFF_BASE_MS),
+    backoffCapMs: ms(opts.backoffCap, FINALIZE_BACKOFF_CAP_MS),
+    renewIntervalMs: opts.renewInterval === undefined ? null : parseDuration(opts.renewInterval),
+    ioTimeoutMs: opts.ioTimeout === undefined ? null : parseDuration(opts.ioTimeout),
+    pullExpiresMs: Math.max(1_000, ms(opts.pullExpires, 5_000)),
+    watchAdvisories: opts.watchAdvisories ?? true,
+  };
+}
+
+/** Counters since start, for logs, tests and the bench. */
+export interface FinalizerStats {
+  finalized: number;
+  stale: number;
+  failed: number;
+  poisoned: number;
+}
+
+const errorText = (err: unknown): string => (err instanceof Error ? err.message : String(err));
+
+/**
+ * The finalizer pool of one backend (DESIGN.md section 7): `size` lanes on the durable
+ * `finalizer`, each holding exactly one job, so pool x backends bounds how many outputs are
+ * read and results written at once, cluster-wide. A job's lease (ack_wait) is renewed while
+ * it runs. A failure is recorded in `sonar_finalize_errors` and retried with `nak(delay)`
+ * (1 s doubling, capped at 60 s); after max_deliver, or at once for a missing or invalid
+ * output, the job is poisoned and leaves the queue. Jobs waiting out a delay hold no lane.
+ */
+export class FinalizerPool implements Component {
+  readonly name = 'finalizer';
+  readonly stats: FinalizerStats = { finalized: 0, stale: 0, failed: 0, poisoned: 0 };
+  private readonly opts: ResolvedFinalizerPoolOptions;
+  private readonly log: Logger;
+  private lanes: SerialPuller[] = [];
+  private watcher: MaxDeliveriesWatcher | null = null;
+  private deps!: JobDeps;
+  private failures!: FailureLog;
+  private poisoner!: Poisoner;
+  private renewMs = 10_000;
+  private maxDeliver = -1;
+  private readonly stopping = new StragglerGuard('finalizer');
+
+  constructor(
+    private readonly ctx: BackendContext,
+    private readonly userOpts: FinalizerPoolOptions = {},
+  ) {
+    this.opts = resolveFinalizerPoolOptions(userOpts, { size: ctx.config.finalizers });
+    this.log = ctx.log.child({ component: 'finalizer' });
+  }
+
+  /** @throws StillStoppingError while a job of the last run is still in hand. */
+  async start(): Promise<void> {
+    // A lane left in a slow sink write by a bounded stop still holds (and renews) its job.
+    this.stopping.assertIdle();
+    const { ctx, opts } = this;
+    const sink = this.userOpts.sink ?? (await KvResultsSink.open(ctx.nc, ctx.names));
+    this.failures = await FailureLog.open(ctx.nc, ctx.names);
+    const consumer = await ctx.js.consumers.get(
+      ctx.names.streams.finalize,
+      ctx.names.consumers.finalizer,
+    );
+    // The server's settings are the truth: another backend may have provisioned them.
+    const { config } = await consumer.info(true);
+    const leaseMs = (config.ack_wait ?? 30e9) / 1e6;
+    this.deps = {
+      names: ctx.names,
+      store: ctx.store,
+      loop: ctx.loop,
+      writer: ctx.writer,
+      outputs: this.userOpts.outputs ?? ctx.outputs,
+      sink,
+      now: ctx.now,
+      maxOutputBytes: ctx.config.maxOutputBytes,
+      ioTimeoutMs: opts.ioTimeoutMs ?? IO_TIMEOUT_LEASES * leaseMs,
+    };
+    this.poisoner = new Poisoner({
+      ...this.deps,
+      js: ctx.js,
+      failures: this.failures,
+      log: this.log,
+      nodeId: ctx.nodeId,
+    });
+    this.maxDeliver = config.max_deliver ?? -1;
+    this.renewMs = opts.renewIntervalMs ?? Math.max(100, Math.floor(leaseMs / 3));
+    if (this.renewMs >= leaseMs) {
+      this.log.warn('lease renewal is not shorter than the lease', {
+        renewMs: this.renewMs,
+        leaseMs,
+      });
+    }
+    for (let i = 0; i < opts.size; i++) {
+      const lane = new SerialPuller(
+        consumer,
+        (m) => this.handle(m),
+        this.log.child({ lane: i }),
+        opts.pullExpiresMs,
+      );
+      this.lanes.push(lane);
+      lane.start();
+    }
+    if (opts.watchAdvisories) {
+      this.watcher = new MaxDeliveriesWatcher({
+        jsm: ctx.jsm,
+        names: ctx.names,
+        failures: this.failures,
+        poisoner: this.poisoner,
+        log: this.log,
+      });
+      await this.watcher.start();
+    }
+    this.log.info('finalizer pool started', {
+      size: opts.size,
+      leaseMs,
+      ioTimeoutMs: this.deps.ioTimeoutMs,
+      maxDeliver: this.maxDeliver,
+    });
+  }
+
+  /** Stops pulling; jobs in hand finish (the backend bounds this; others return after the lease). */
+  async stop(): Promise<void> {
+    const lanes = this.lanes;
+    this.lanes = [];
+    await this.stopping.track(Promise.all([...lanes.map((l) => l.stop()), this.watcher?.stop()]));
+  }
+
+  private async handle(msg: JsMsg): Promise<void> {
+    const job = parseJob(msg.data);
+    if (!job) {
+      await this.dropUnreadable(msg);
+      return;
+    }
+    // The lease must outlive a slow output store or sink: renew well before ack_wait ends.
+    const renew = setInterval(() => {
+      try {
+        msg.working();
+        signalMetric({ kind: 'lease-renewal', nodeId: this.ctx.nodeId });
+      } catch (_err: unknown) {
+        // Connection gone: the job comes back to a live finalizer after its lease.
+      }
+    }, this.renewMs);
+    try {
+      const outcome = await runFinalizeJob(this.deps, job);
+      if (outcome.kind === 'finalized') this.stats.finalized++;
+      else {
+        this.stats.stale++;
+        this.log.debug('stale finalize job dropped', { ...fields(job), reason: outcome.reason });
+      }
+      settle(msg, 'ack', this.log);
+    } catch (err: unknown) {
+      await this.onFailure(msg, job, err);
+    } finally {
+      clearInterval(renew);
+    }
+  }
+
+  private async onFailure(msg: JsMsg, job: FinalizeJob, err: unknown): Promise<void> {
+    this.stats.failed++;
+    const permanent = isPermanentFinalizeError(err);
+    const delivery = msg.info.deliveryCount;
+    const error = errorText(err);
+    const task = this.ctx.loop.projection.tasks.get(`${job.runId}.${job.taskId}`);
+    try {
+      await this.failures.record(job, {
+        error,
+        at: new Date(this.ctx.now()).toISOString(),
+        delivery,
+        round: task?.snapshot.context.finalizeRound ?? 0,
+        permanent,
+        by: this.ctx.nodeId,
+      });
+    } catch (recordErr: unknown) {
+      this.log.warn('finalize error not recorded', { ...fields(job), err: recordErr });
+    }
+    const outOfDeliveries = this.maxDeliver > 0 && delivery >= this.maxDeliver;
+    if (permanent || outOfDeliveries) {
+      try {
+        const outcome = await this.poisoner.poison(job, { error, deliveries: delivery });
+        if (outcome === 'poisoned') this.stats.poisoned++;
+        // Acked only once poisoned: a crash before leaves the job to come back, not lost.
+        settle(msg, 'ack', this.log);
+        return;
+      } catch (poisonErr: unknown) {
+        // On the last delivery the nak below ends in a MAX_DELIVERIES advisory: the watcher
+        // poisons the job then.
+        this.log.error('poison failed', { ...fields(job), err: poisonErr });
+      }
+    }
+    const delayMs = finalizeDelayMs(delivery, this.opts.backoffBaseMs, this.opts.backoffCapMs);
+    this.log.warn('finalize failed', { ...fields(job), delivery, delayMs, error });
+    settle(msg, 'nak', this.log, delayMs);
+  }
+
+  private async dropUnreadable(msg: JsMsg): Promise<void> {
+    this.log.error('unreadable finalize job poisoned', { subject: msg.subject });
+    try {
+      await this.poisoner.poisonUnreadable(msg.subject, msg.data);
+      settle(msg, 'ack', this.log);
+    } catch (err: unknown) {
+      this.log.warn('unreadable finalize job not moved', { subject: msg.subject, err });
+      const { backoffBaseMs, backoffCapMs } = this.opts;
+      settle(
+        msg,
+        'nak',
+        this.log,
+        finalizeDelayMs(msg.info.deliveryCount, backoffBaseMs, backoffCapMs),
+      );
+    }
+  }
+}
+
+/**
+ * Acks or naks; on a closed connection this throws, and then there is nothing to do: the
+ * server redelivers the job after its lease.
+ */
+function settle(msg: JsMsg, how: 'ack' | 'nak', log: Logger, delayMs?: number): void {
+  try {
+    if (how === 'ack') msg.ack();
+    else msg.nak(delayMs);
+  } catch (err: unknown) {
+    log.warn(`finalize job ${how} failed`, { subject: msg.subject, err });
+  }
+}
+
+const fields = (job: FinalizeJob) => ({
+  runId: job.runId,
+  taskId: job.taskId,
+  attemptId: job.attemptId,
+});
+
+/** The pool as a backend part: `components: [finalizerPool({ sink })]`. */
+export const finalizerPool =
+  (opts: FinalizerPoolOptions = {}) =>
+  (ctx: BackendContext): FinalizerPool =>
+    new FinalizerPool(ctx, opts);

@@ -1,0 +1,72 @@
+import { keyOf } from '../../../actors/ids.js';
+import type { Projection } from '../../../actors/projection.js';
+import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
+import type { Names } from '../../../streams/names.js';
+import { enqueueFinalization } from '../../../streams/queues.js';
+import type { FinalizeJob } from '../../../streams/queues.js';
+
+/**
+ * Finalizing tasks whose result was accepted more than one lease ago: by then their job, if
+ * it was ever enqueued, is in the queue (held, delayed or being worked on) or done.
+ */
+export function staleFinalizing(p: Projection, now: number, leaseMs: number): string[] {
+  const out: string[] = [];
+  for (const key of p.tasksByState.Finalizing) {
+    const since = p.tasks.get(key)!.snapshot.context.since;
+    if (since !== null && now - Date.parse(since) > leaseMs) out.push(key);
+  }
+  return out;
+}
+
+/**
+ * Re-enqueues the finalization job of every Finalizing task whose subject holds no job once
+ * its acceptance is older than one lease (DESIGN.md section 7: a crash between appending
+ * `TaskResultAccepted` and enqueueing loses the job, never the result, which the event holds).
+ * One stream-info call lists the subjects that hold a job. The msg id is the original one
+ * (`fin.<runId>.<taskId>.<attemptId>.<round>`), so a job that is in fact there is not doubled
+ * inside the dedupe window, and the finalizer drops any stale duplicate anyway.
+ *
+ * @returns the task keys re-enqueued.
+ */
+export async function reenqueueLostFinalizations(
+  deps: { jsm: JetStreamManager; js: JetStreamClient; names: Names; projection: Projection },
+  now: number,
+  leaseMs: number,
+  opts: {
+    /** A msg id of the caller's own (the sweep), so that the original's dedupe cannot drop it. */
+    msgId?: (job: FinalizeJob, round: number) => string;
+  } = {},
+): Promise<string[]> {
+  const { jsm, js, names: n, projection: p } = deps;
+  const candidates = staleFinalizing(p, now, leaseMs);
+  if (candidates.length === 0) return [];
+  const info = await jsm.streams.info(n.streams.finalize, {
+    subjects_filter: n.subjects.finalizeAll,
+  });
+  const queued = info.state.subjects ?? {};
+  const out: string[] = [];
+  for (const key of candidates) {
+    const entry = p.tasks.get(key);
+    if (entry?.snapshot.value !== 'Finalizing') continue; // moved on meanwhile
+    const c = entry.snapshot.context;
+    const { runId, taskId } = c.spec;
+    if (Object.hasOwn(queued, n.subjects.finalize(runId, taskId))) continue;
+    if (c.attemptId === null || c.output === null) continue;
+    const job: FinalizeJob = {
+      runId,
+      taskId,
+      attemptId: c.attemptId,
+      outputRef: c.output.ref,
+      ...(c.output.inline !== null && { outputInline: c.output.inline }),
+    };
+    const ack = await enqueueFinalization(
+      js,
+      n,
+      job,
+      c.finalizeRound,
+      opts.msgId?.(job, c.finalizeRound),
+    );
+    if (!ack.duplicate) out.push(keyOf(runId, taskId));
+  }
+  return out;
+}
