@@ -2,6 +2,7 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 import prettierConfig from 'eslint-config-prettier';
+import { componentBoundaries } from './eslint/component-boundaries.js';
 
 export default tseslint.config(
   {
@@ -12,6 +13,7 @@ export default tseslint.config(
       'bin/**',
       'scripts/**',
       'eslint.config.js',
+      'eslint/**',
     ],
   },
   js.configs.recommended,
@@ -81,6 +83,12 @@ export default tseslint.config(
       ],
       'no-restricted-globals': ['error', 'crypto', 'performance', 'process', 'fetch'],
     },
+  },
+  {
+    // src/backend/'s components are entered through their index.ts only.
+    files: ['src/**'],
+    plugins: { sonar: { rules: { 'component-boundaries': componentBoundaries } } },
+    rules: { 'sonar/component-boundaries': 'error' },
   },
   {
     files: ['streams/**'],

@@ -4,9 +4,9 @@ import { readFleet } from '../../actors/reconciler/fleet.js';
 import type { Projection } from '../../actors/projection.js';
 import { onMetricSignal } from '../metrics.js';
 import type { BackendContext } from './context.js';
-import { eventsStoreRoom } from './storage/events-store-room.js';
-import { TASK_STATES, tasksByState } from './storage/task-counts.js';
-import type { LiveEntry } from './reconciler/registry.js';
+import { eventsStoreRoom } from './storage/index.js';
+import { TASK_STATES, tasksByState } from './storage/index.js';
+import type { LiveEntry } from './reconciler/index.js';
 
 const WORKER_STATES = ['Active', 'Draining', 'Left', 'Lost'] as const;
 

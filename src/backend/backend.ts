@@ -10,22 +10,22 @@ import { createLogger } from '../log.js';
 import type { Logger } from '../log.js';
 import { connectNats } from '../nats.js';
 import type { OutputStore } from '../storage/output-store.js';
-import { ApiService } from './api/api-service.js';
-import type { Handlers } from './api/api-service.js';
+import { ApiService } from './api/index.js';
+import type { Handlers } from './api/index.js';
 import type { BackendContext } from './context.js';
-import { checkDurability } from './storage/durability-check.js';
-import { DispatchConsumers } from './reconciler/dispatch-consumers.js';
-import { EventWriter } from './projection/event-writer.js';
-import { eventsBoundRefusal, resolveEventsMaxBytes } from './storage/events-store-room.js';
+import { checkDurability } from './storage/index.js';
+import { DispatchConsumers } from './reconciler/index.js';
+import { EventWriter } from './projection/index.js';
+import { eventsBoundRefusal, resolveEventsMaxBytes } from './storage/index.js';
 import { Deadline } from '../grace.js';
-import { Liveness } from './reconciler/liveness.js';
-import { ProjectionLoop } from './projection/projection-loop.js';
-import type { ProjectionStoppedError } from './projection/projection-loop.js';
-import { Enrollments } from './api/enrollments.js';
-import { workerCredentialIssuer } from './api/worker-credentials.js';
-import { Registry } from './reconciler/registry.js';
+import { Liveness } from './reconciler/index.js';
+import { ProjectionLoop } from './projection/index.js';
+import type { ProjectionStoppedError } from './projection/index.js';
+import { Enrollments } from './api/index.js';
+import { workerCredentialIssuer } from './api/index.js';
+import { Registry } from './reconciler/index.js';
 import { ServerContact } from './server-contact.js';
-import { loadSnapshot } from './snapshots/snapshot.js';
+import { loadSnapshot } from './snapshots/index.js';
 
 /** A long-lived part of the backend (reconciler loop, finalizer pool, http server...). */
 export interface Component {

@@ -5,13 +5,13 @@ import type { Names } from '../../streams/names.js';
 import type { SonarConfig } from '../config.js';
 import type { Logger } from '../log.js';
 import type { OutputStore } from '../storage/output-store.js';
-import type { DispatchConsumers } from './reconciler/dispatch-consumers.js';
-import type { Enrollments } from './api/enrollments.js';
-import type { EventWriter } from './projection/event-writer.js';
-import type { WorkerCredentialIssuer } from './api/handlers/enrollment-handlers.js';
-import type { Liveness } from './reconciler/liveness.js';
-import type { ProjectionLoop } from './projection/projection-loop.js';
-import type { Registry } from './reconciler/registry.js';
+import type { DispatchConsumers } from './reconciler/index.js';
+import type { Enrollments } from './api/index.js';
+import type { EventWriter } from './projection/index.js';
+import type { WorkerCredentialIssuer } from './api/index.js';
+import type { Liveness } from './reconciler/index.js';
+import type { ProjectionLoop } from './projection/index.js';
+import type { Registry } from './reconciler/index.js';
 import type { ServerContact } from './server-contact.js';
 
 /**

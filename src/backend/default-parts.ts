@@ -2,11 +2,11 @@ import type { BackendParts } from './backend.js';
 import { createOutputStore } from '../storage/create-output-store.js';
 import { httpComponent } from '../http/http-component.js';
 import { dashboardComponent } from '../http/dashboard/dashboard-component.js';
-import { finalizerPool } from './finalize/finalizer-pool.js';
-import { apiHandlers } from './api/handlers/index.js';
-import { reconcilerLoop } from './reconciler/reconciler-loop.js';
-import { snapshotter } from './snapshots/snapshotter.js';
-import { sweeper } from './sweep/sweeper.js';
+import { finalizerPool } from './finalize/index.js';
+import { apiHandlers } from './api/index.js';
+import { reconcilerLoop } from './reconciler/index.js';
+import { snapshotter } from './snapshots/index.js';
+import { sweeper } from './sweep/index.js';
 
 /**
  * The parts a `sonar backend` runs. Each issue's component registers itself here:

@@ -3,10 +3,10 @@ import type { PlanConfig } from '../../actors/reconciler/config.js';
 import { plan } from '../../actors/reconciler/plan.js';
 import type { CapacityView } from '../../actors/reconciler/decisions.js';
 import type { TaskState } from '../../actors/task/task.machine.js';
-import { TASK_STATES, tasksByState } from '../backend/storage/task-counts.js';
-import type { LiveEntry } from '../backend/reconciler/registry.js';
-import { openTasks, storeRoom } from '../backend/storage/store-room.js';
-import type { EventsStoreUsage } from '../backend/storage/store-room.js';
+import { TASK_STATES, tasksByState } from '../backend/storage/index.js';
+import type { LiveEntry } from '../backend/reconciler/index.js';
+import { openTasks, storeRoom } from '../backend/storage/index.js';
+import type { EventsStoreUsage } from '../backend/storage/index.js';
 
 /** `sonar status --json` (issue 6; documented in the README). */
 export interface StatusView {

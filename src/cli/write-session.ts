@@ -1,8 +1,8 @@
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { JetStreamManager } from '@nats-io/jetstream';
 import { EventStore } from '../../streams/event-store.js';
-import { EventWriter } from '../backend/projection/event-writer.js';
-import { ProjectionLoop } from '../backend/projection/projection-loop.js';
+import { EventWriter } from '../backend/projection/index.js';
+import { ProjectionLoop } from '../backend/projection/index.js';
 import { silentLogger } from '../log.js';
 import type { CliContext } from './context.js';
 

@@ -1,7 +1,7 @@
 import type { Component } from '../backend/backend.js';
 import { BackendMetrics } from '../backend/backend-metrics.js';
 import type { BackendContext } from '../backend/context.js';
-import { eventsStoreRoom } from '../backend/storage/events-store-room.js';
+import { eventsStoreRoom } from '../backend/storage/index.js';
 import { registeredHttpRoutes } from './routes.js';
 import type { HttpRoutes } from './routes.js';
 import { HttpServer, sendJson } from './server.js';

@@ -7,11 +7,11 @@ import type { Names } from '../../../streams/names.js';
 import type { FinalizeJob } from '../../../streams/queues.js';
 import { resultKeyOf } from '../../storage/results-sink.js';
 import type { ResultsSink, UpsertOutcome } from '../../storage/results-sink.js';
-import type { EventWriter } from '../projection/event-writer.js';
+import type { EventWriter } from '../projection/index.js';
 import { withDeadline } from './finalize-deadline.js';
 import { prepareOutput } from './finalize-output.js';
 import type { OutputDeps } from './finalize-output.js';
-import type { ProjectionLoop } from '../projection/projection-loop.js';
+import type { ProjectionLoop } from '../projection/index.js';
 
 export { PermanentFinalizeError, isPermanentFinalizeError } from './finalize-errors.js';
 

@@ -5,10 +5,10 @@ import type { Aggregate, TaskSnapshot } from '../../../actors/projection.js';
 import type { Names } from '../../../streams/names.js';
 import { enqueueFinalization } from '../../../streams/queues.js';
 import type { FinalizeJob } from '../../../streams/queues.js';
-import type { EventWriter } from '../projection/event-writer.js';
+import type { EventWriter } from '../projection/index.js';
 import type { FailureLog, FinalizeFailure } from './failure-log.js';
 import type { PoisonRecord } from './poisoner.js';
-import type { ProjectionLoop } from '../projection/projection-loop.js';
+import type { ProjectionLoop } from '../projection/index.js';
 
 /** One poisoned task, as `sonar poisoned list` prints it. */
 export interface PoisonedTask {

@@ -9,9 +9,9 @@ import { starvationEvents } from '../../../actors/reconciler/starvation.js';
 import { vanishedWorkers } from '../../../actors/reconciler/vanished-workers.js';
 import type { SonarConfig } from '../../config.js';
 import type { Logger } from '../../log.js';
-import { fenceOff } from '../sweep/lost-workers.js';
+import { fenceOff } from '../sweep/index.js';
 import type { BackendContext } from '../context.js';
-import type { DecisionOutcome, DecisionWriter } from '../projection/decision-writer.js';
+import type { DecisionOutcome, DecisionWriter } from '../projection/index.js';
 import { inParallel } from '../in-parallel.js';
 import { reenqueueLostFinalizations } from './lost-finalizations.js';
 

@@ -5,7 +5,7 @@ import { signalMetric } from '../../metrics.js';
 import type { Component } from '../backend.js';
 import { workersInService } from './registry.js';
 import type { BackendContext } from '../context.js';
-import { DecisionWriter } from '../projection/decision-writer.js';
+import { DecisionWriter } from '../projection/index.js';
 import { dispatchTask } from './dispatch.js';
 import { LeaderLock } from './leader.js';
 import { ReconcilePass } from './reconcile-pass.js';

@@ -45,7 +45,7 @@ import { initialTaskContext, taskMachine } from '../../../actors/task/task.machi
 import { workerMachine } from '../../../actors/worker/worker.machine.js';
 import type { Names } from '../../../streams/names.js';
 import type { Logger } from '../../log.js';
-import type { ProjectionLoop } from '../projection/projection-loop.js';
+import type { ProjectionLoop } from '../projection/index.js';
 import {
   READABLE_FORMATS,
   SNAPSHOT_FORMAT,

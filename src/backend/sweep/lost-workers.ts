@@ -1,7 +1,7 @@
 import type { LiveWorker } from '../../../actors/reconciler/fleet.js';
 import { vanishedWorkers } from '../../../actors/reconciler/vanished-workers.js';
 import type { BackendContext } from '../context.js';
-import { DecisionWriter } from '../projection/decision-writer.js';
+import { DecisionWriter } from '../projection/index.js';
 
 /**
  * Appends `WorkerLost{reason:'expired'}` for every joined worker (Active or Draining) whose

@@ -3,7 +3,7 @@ import type { Projection } from '../../../actors/projection.js';
 import type { RunExpired } from '../../../actors/retention/retention.events.js';
 import type { TaskState } from '../../../actors/task/task.machine.js';
 import type { BackendContext } from '../context.js';
-import { TASK_STATES } from '../storage/task-counts.js';
+import { TASK_STATES } from '../storage/index.js';
 
 /**
  * The projection snapshot store (`sonar_snapshots`, DESIGN.md section 2) as retention needs it.

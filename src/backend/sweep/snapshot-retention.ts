@@ -1,5 +1,5 @@
 import type { BackendContext } from '../context.js';
-import { snapshotFingerprint, storedSnapshot, writeSnapshot } from '../snapshots/snapshot.js';
+import { snapshotFingerprint, storedSnapshot, writeSnapshot } from '../snapshots/index.js';
 import type { RetentionSnapshots } from './retention.js';
 
 /**

@@ -1,8 +1,8 @@
 import type { JetStreamManager } from '@nats-io/jetstream';
-import { parseJob } from '../finalize/finalize-job.js';
-import type { FailureLog } from '../finalize/failure-log.js';
-import { poisonHeldJob } from '../finalize/max-deliveries-watcher.js';
-import type { Poisoner } from '../finalize/poisoner.js';
+import { parseJob } from '../finalize/index.js';
+import type { FailureLog } from '../finalize/index.js';
+import { poisonHeldJob } from '../finalize/index.js';
+import type { Poisoner } from '../finalize/index.js';
 import type { BackendContext } from '../context.js';
 import { deleteIfThere, scanStream } from './stream-scan.js';
 import { caughtUpTask } from './task-catch-up.js';

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { Backend } from '../../backend/backend.js';
 import { defaultParts } from '../../backend/default-parts.js';
-import { strictDurabilityOf } from '../../backend/storage/durability-check.js';
+import { strictDurabilityOf } from '../../backend/storage/index.js';
 import { serveUntilSignal } from '../../backend/serve-until-signal.js';
 import { configFlag, configVariables, loadConfig } from '../../config.js';
 import { assertHttpExposure } from '../../http/exposure.js';

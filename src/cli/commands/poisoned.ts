@@ -1,9 +1,9 @@
 import { hostname, userInfo } from 'node:os';
 import type { Command } from 'commander';
 import { assertId, isId } from '../../../actors/ids.js';
-import { FailureLog } from '../../backend/finalize/failure-log.js';
-import { PoisonedAdmin } from '../../backend/finalize/poisoned-admin.js';
-import type { PoisonedDetail, PoisonedTask } from '../../backend/finalize/poisoned-admin.js';
+import { FailureLog } from '../../backend/finalize/index.js';
+import { PoisonedAdmin } from '../../backend/finalize/index.js';
+import type { PoisonedDetail, PoisonedTask } from '../../backend/finalize/index.js';
 import { withConnection } from '../context.js';
 import type { CliContext, ConnectionFlags } from '../context.js';
 import { UsageError, isTty, paint, writeOut } from '../output.js';

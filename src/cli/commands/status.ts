@@ -4,17 +4,17 @@ import { assertId } from '../../../actors/ids.js';
 import { applyEvent, createProjection } from '../../../actors/projection.js';
 import type { Projection } from '../../../actors/projection.js';
 import { EventStore } from '../../../streams/event-store.js';
-import { RECONCILER_LOCK } from '../../backend/reconciler/leader.js';
-import { planConfigOf } from '../../backend/reconciler/reconcile-pass.js';
-import { Registry } from '../../backend/reconciler/registry.js';
+import { RECONCILER_LOCK } from '../../backend/reconciler/index.js';
+import { planConfigOf } from '../../backend/reconciler/index.js';
+import { Registry } from '../../backend/reconciler/index.js';
 import { withConnection } from '../context.js';
 import type { CliContext, ConnectionFlags } from '../context.js';
 import { isTty, paint, writeOut } from '../output.js';
 import { shortDuration, stateCounts, stepState } from '../run-progress.js';
 import { statusView } from '../status-view.js';
-import { approxSize } from '../../backend/storage/store-room.js';
+import { approxSize } from '../../backend/storage/index.js';
 import type { StatusView } from '../status-view.js';
-import { TASK_STATES } from '../../backend/storage/task-counts.js';
+import { TASK_STATES } from '../../backend/storage/index.js';
 import { ErrorCode, SonarError } from '../../../actors/errors.js';
 
 interface StatusFlags extends ConnectionFlags {

@@ -1,10 +1,10 @@
 import { ValidationError } from '../../../actors/errors.js';
 import { isId } from '../../../actors/ids.js';
-import { validationErrorOf } from '../../backend/api/api-service.js';
-import type { Handlers } from '../../backend/api/api-service.js';
+import { validationErrorOf } from '../../backend/api/index.js';
+import type { Handlers } from '../../backend/api/index.js';
 import type { BackendContext } from '../../backend/context.js';
-import { apiHandlers } from '../../backend/api/handlers/index.js';
-import type { PoisonedAdmin } from '../../backend/finalize/poisoned-admin.js';
+import { apiHandlers } from '../../backend/api/index.js';
+import type { PoisonedAdmin } from '../../backend/finalize/index.js';
 import { requestSchemas } from '../../protocol.js';
 
 const DEFAULT_REASON = 'cancelled from the dashboard';

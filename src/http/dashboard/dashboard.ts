@@ -1,8 +1,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { KvWatchInclude, Kvm } from '@nats-io/kv';
 import type { BackendContext } from '../../backend/context.js';
-import { FailureLog } from '../../backend/finalize/failure-log.js';
-import { PoisonedAdmin } from '../../backend/finalize/poisoned-admin.js';
+import { FailureLog } from '../../backend/finalize/index.js';
+import { PoisonedAdmin } from '../../backend/finalize/index.js';
 import type { Logger } from '../../log.js';
 import { DashboardActions } from './actions.js';
 import { apiRoutes } from './api-routes.js';

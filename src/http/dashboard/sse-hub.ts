@@ -1,6 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import type { EventRecord } from '../../../actors/projection.js';
-import type { ProjectionLoop } from '../../backend/projection/projection-loop.js';
+import type { ProjectionLoop } from '../../backend/projection/index.js';
 import { matchesFilter } from './event-filter.js';
 import type { EventFilter } from './event-filter.js';
 import { publicEvent } from './views/public-event.js';

@@ -1,7 +1,7 @@
 import { ErrorCode, SonarError } from '../../../../actors/errors.js';
 import { keyOf } from '../../../../actors/ids.js';
 import type { EventRecord, TaskSnapshot } from '../../../../actors/projection.js';
-import { tokenMatches } from '../../reconciler/attempt-token.js';
+import { tokenMatches } from '../../reconciler/index.js';
 import type { BackendContext } from '../../context.js';
 import { syncRecent } from './sync.js';
 

@@ -3,7 +3,7 @@ import { keyOf } from '../../../../actors/ids.js';
 import { OPEN_TASK_STATES } from '../../../../actors/projection.js';
 import type { Handlers } from '../api-service.js';
 import type { BackendContext } from '../../context.js';
-import type { Command } from '../../projection/event-writer.js';
+import type { Command } from '../../projection/index.js';
 import { syncAll } from './sync.js';
 import { countWritten, writeAll } from './write-all.js';
 

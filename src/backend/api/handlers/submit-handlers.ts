@@ -13,10 +13,10 @@ import type { ParsedRequestOf, TaskSpecInput } from '../../../protocol.js';
 import type { Handlers } from '../api-service.js';
 import { admit } from './admission.js';
 import type { BackendContext } from '../../context.js';
-import type { Command } from '../../projection/event-writer.js';
+import type { Command } from '../../projection/index.js';
 import { isStoreFullApiError } from '../../../../streams/errors.js';
-import { eventsStoreRoom } from '../../storage/events-store-room.js';
-import { newWorkBytes, storeFullFromServer } from '../../storage/store-room.js';
+import { eventsStoreRoom } from '../../storage/index.js';
+import { newWorkBytes, storeFullFromServer } from '../../storage/index.js';
 import { syncAll, syncSubject } from './sync.js';
 import { writeAll } from './write-all.js';
 

@@ -1,5 +1,5 @@
 import { IllegalTransitionError } from '../../../../actors/errors.js';
-import type { Command, EventWriter } from '../../projection/event-writer.js';
+import type { Command, EventWriter } from '../../projection/index.js';
 
 /**
  * What became of one command: appended now (`written`), found stored already by its event id

@@ -1,5 +1,5 @@
-import type { PoisonedAdmin, PoisonedTask } from '../../../backend/finalize/poisoned-admin.js';
-import type { FinalizeFailure } from '../../../backend/finalize/failure-log.js';
+import type { PoisonedAdmin, PoisonedTask } from '../../../backend/finalize/index.js';
+import type { FinalizeFailure } from '../../../backend/finalize/index.js';
 
 /** A poisoned task with its error history (the poison record's job, with its output, left out). */
 export interface PoisonedRow extends PoisonedTask {

@@ -1,0 +1,9 @@
+/** The finalize component's entrance: what the rest of Sonar may use of it. */
+export { FailureLog } from './failure-log.js';
+export type { FinalizeFailure } from './failure-log.js';
+export { parseJob } from './finalize-job.js';
+export { finalizerPool } from './finalizer-pool.js';
+export { poisonHeldJob } from './max-deliveries-watcher.js';
+export { PoisonedAdmin } from './poisoned-admin.js';
+export type { PoisonedDetail, PoisonedTask } from './poisoned-admin.js';
+export { Poisoner } from './poisoner.js';

@@ -1,0 +1,3 @@
+/** The snapshots component's entrance: what the rest of Sonar may use of it. */
+export { loadSnapshot, snapshotFingerprint, storedSnapshot, writeSnapshot } from './snapshot.js';
+export { snapshotter } from './snapshotter.js';

@@ -1,0 +1,12 @@
+/** The storage component's entrance: what the rest of Sonar may use of it. */
+export { checkDurability, strictDurabilityOf } from './durability-check.js';
+export { eventsBoundRefusal, eventsStoreRoom, resolveEventsMaxBytes } from './events-store-room.js';
+export {
+  approxSize,
+  newWorkBytes,
+  openTasks,
+  storeFullFromServer,
+  storeRoom,
+} from './store-room.js';
+export type { EventsStoreUsage } from './store-room.js';
+export { TASK_STATES, tasksByState } from './task-counts.js';
