@@ -18,7 +18,7 @@ import { resolvePlanConfig } from '../actors/reconciler/config.js';
 import { plan } from '../actors/reconciler/plan.js';
 import type { LiveWorker } from '../actors/reconciler/fleet.js';
 import { Backend } from '../src/backend/backend.js';
-import { defaultParts } from '../src/backend/default-parts.js';
+import { defaultParts } from '../src/default-parts.js';
 import { SonarClient } from '../src/client/client.js';
 import { loadConfig } from '../src/config.js';
 import { silentLogger } from '../src/log.js';

@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { mkdir } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { Backend } from '../backend/backend.js';
-import { defaultParts } from '../backend/default-parts.js';
+import { defaultParts } from '../default-parts.js';
 import { loadConfig } from '../config.js';
 import type { SonarConfig } from '../config.js';
 import { createLogger } from '../log.js';

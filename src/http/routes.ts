@@ -13,7 +13,7 @@ const installers: HttpRoutes[] = [];
 /**
  * The hook for features that serve HTTP (the dashboard and its API): register once, at module
  * load, and make sure the module is imported by the backend (e.g. one import line in
- * src/backend/default-parts.ts). Every HTTP server started afterwards mounts the routes:
+ * src/default-parts.ts). Every HTTP server started afterwards mounts the routes:
  *
  * ```ts
  * registerHttpRoutes((server, ctx) => {

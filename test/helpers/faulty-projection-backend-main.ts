@@ -8,7 +8,7 @@
  * The rest is what `sonar backend` runs (src/cli/commands/backend.ts).
  */
 import { Backend } from '../../src/backend/backend.js';
-import { defaultParts } from '../../src/backend/default-parts.js';
+import { defaultParts } from '../../src/default-parts.js';
 import { serveUntilSignal } from '../../src/backend/serve-until-signal.js';
 import { loadConfig } from '../../src/config.js';
 

@@ -12,7 +12,7 @@ import type { EventRecord, TaskSnapshot } from '../../actors/projection.js';
 import { Backend } from '../../src/backend/backend.js';
 import type { BackendParts } from '../../src/backend/backend.js';
 import type { BackendContext } from '../../src/backend/context.js';
-import { defaultParts } from '../../src/backend/default-parts.js';
+import { defaultParts } from '../../src/default-parts.js';
 import { finalizerPool } from '../../src/backend/finalize/finalizer-pool.js';
 import { apiHandlers } from '../../src/backend/api/handlers/index.js';
 import { dispatchTask } from '../../src/backend/reconciler/dispatch.js';

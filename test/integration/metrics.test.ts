@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Backend } from '../../src/backend/backend.js';
 import type { Component } from '../../src/backend/backend.js';
 import type { BackendContext } from '../../src/backend/context.js';
-import { defaultParts } from '../../src/backend/default-parts.js';
+import { defaultParts } from '../../src/default-parts.js';
 import { finalizerPool } from '../../src/backend/finalize/finalizer-pool.js';
 import { reconcilerLoop } from '../../src/backend/reconciler/reconciler-loop.js';
 import { SonarClient } from '../../src/client/client.js';

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { Backend } from '../../backend/backend.js';
-import { defaultParts } from '../../backend/default-parts.js';
+import { defaultParts } from '../../default-parts.js';
 import { strictDurabilityOf } from '../../backend/storage/index.js';
 import { serveUntilSignal } from '../../backend/serve-until-signal.js';
 import { configFlag, configVariables, loadConfig } from '../../config.js';
