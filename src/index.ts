@@ -12,7 +12,7 @@ export { createWorker, Worker } from './worker/worker.js';
 export { NonRetryableError, IllegalStateError } from './worker/errors.js';
 export { ApiError } from './worker/api-client.js';
 export { SonarClient } from './client/client.js';
-export { validateRunFile, runFileHash } from './client/run-file.js';
+export { validateRunFile, runFileHash } from './run-file.js';
 export {
   SonarError,
   ValidationError,

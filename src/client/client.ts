@@ -11,7 +11,7 @@ import { connectNats } from '../nats.js';
 import type { ConnectSettings } from '../nats.js';
 import type { ParsedRunFile, TaskSpecInput } from '../protocol.js';
 import { ApiClient, isApiError } from '../worker/api-client.js';
-import { runFileHash, validateRunFile } from './run-file.js';
+import { runFileHash, validateRunFile } from '../run-file.js';
 
 /** Options of {@link SonarClient}. */
 export interface SonarClientOptions {

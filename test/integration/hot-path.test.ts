@@ -7,7 +7,7 @@ import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { SonarClient } from '../../src/client/client.js';
-import { runFileHash, validateRunFile } from '../../src/client/run-file.js';
+import { runFileHash, validateRunFile } from '../../src/run-file.js';
 import { syncRecent } from '../../src/backend/api/handlers/sync.js';
 import { connectNats } from '../../src/nats.js';
 import { ApiClient } from '../../src/worker/api-client.js';

@@ -6,7 +6,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ValidationError } from '../../actors/errors.js';
 import { SonarClient } from '../../src/client/client.js';
-import { runFileHash, validateRunFile } from '../../src/client/run-file.js';
+import { runFileHash, validateRunFile } from '../../src/run-file.js';
 import { ApiClient } from '../../src/worker/api-client.js';
 import { names } from '../../streams/names.js';
 import { eventually } from '../helpers/eventually.js';

@@ -20,7 +20,7 @@ import { replay } from '../../actors/replay.js';
 import { names } from '../../streams/names.js';
 import { ApiService } from '../../src/backend/api/api-service.js';
 import type { Handlers } from '../../src/backend/api/api-service.js';
-import { validateRunFile } from '../../src/client/run-file.js';
+import { validateRunFile } from '../../src/run-file.js';
 import { silentLogger } from '../../src/log.js';
 import { WORKER_VERBS, registryEntrySchema, requestSchemas } from '../../src/protocol.js';
 import type { Verb } from '../../src/protocol.js';

@@ -6,7 +6,7 @@ import {
   runFileHash,
   stepGraphIssues,
   validateRunFile,
-} from '../../src/client/run-file.js';
+} from '../../src/run-file.js';
 
 const limits = { maxInputBytes: 1024 };
 

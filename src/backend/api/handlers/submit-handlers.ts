@@ -2,12 +2,7 @@ import { ErrorCode, IllegalTransitionError, SonarError } from '../../../../actor
 import type { Issue } from '../../../../actors/errors.js';
 import { keyOf } from '../../../../actors/ids.js';
 import type { StepContext } from '../../../../actors/step/step.machine.js';
-import {
-  canonicalJson,
-  stepGraphIssues,
-  taskIssues,
-  validationError,
-} from '../../../client/run-file.js';
+import { canonicalJson, stepGraphIssues, taskIssues, validationError } from '../../../run-file.js';
 import { SUBMIT_CHUNK_MAX_BYTES } from '../../../limits.js';
 import type { ParsedRequestOf, TaskSpecInput } from '../../../protocol.js';
 import type { Handlers } from '../api-service.js';

@@ -7,12 +7,12 @@
  */
 import { createHash } from 'node:crypto';
 import type { z } from 'zod';
-import { listIssues, ValidationError } from '../../actors/errors.js';
-import type { Issue } from '../../actors/errors.js';
-import { nestsDeeperThan } from '../json-depth.js';
-import { inputBytes, inputSizeProblem, MAX_INPUT_DEPTH } from '../limits.js';
-import { runFileSchema } from '../protocol.js';
-import type { ParsedRunFile } from '../protocol.js';
+import { listIssues, ValidationError } from '../actors/errors.js';
+import type { Issue } from '../actors/errors.js';
+import { nestsDeeperThan } from './json-depth.js';
+import { inputBytes, inputSizeProblem, MAX_INPUT_DEPTH } from './limits.js';
+import { runFileSchema } from './protocol.js';
+import type { ParsedRunFile } from './protocol.js';
 
 /** The limits a run file is checked against. */
 export interface RunFileLimits {
