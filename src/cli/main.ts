@@ -17,7 +17,7 @@ import { registerWorkers } from './commands/workers.js';
 import { registerSweep } from './commands/sweep.js';
 import { registerCreds } from './commands/creds.js';
 import { HELP_FOOTER } from './help.js';
-import { reportError } from './output.js';
+import { reportError } from '../display/output.js';
 
 /** `sonar <verb>` (DESIGN.md section 8): one file per verb under commands/. */
 export function buildProgram(): Command {

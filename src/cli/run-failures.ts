@@ -1,6 +1,6 @@
 import type { Projection } from '../../actors/projection.js';
 import type { EventStore } from '../../streams/event-store.js';
-import { paint } from './output.js';
+import { paint } from '../display/output.js';
 
 /** A task of a run that did not succeed, and why. */
 export interface TaskFailure {

@@ -2,9 +2,14 @@ import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Projection } from '../../actors/projection.js';
-import { LiveDisplay } from '../cli/live-display.js';
-import { paint } from '../cli/output.js';
-import { progressLines, RateTracker, shortDuration, stepProgress } from '../cli/run-progress.js';
+import { LiveDisplay } from '../display/live-display.js';
+import { paint } from '../display/output.js';
+import {
+  progressLines,
+  RateTracker,
+  shortDuration,
+  stepProgress,
+} from '../display/run-progress.js';
 import { SonarClient } from '../client/client.js';
 import { demoPace, demoRunFile } from './demo-run.js';
 import type { DevStack } from './dev-stack.js';

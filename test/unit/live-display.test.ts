@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { fitLine, LiveDisplay } from '../../src/cli/live-display.js';
-import { bar, progressLines, RateTracker, shortDuration } from '../../src/cli/run-progress.js';
-import type { StepProgress } from '../../src/cli/run-progress.js';
+import { fitLine, LiveDisplay } from '../../src/display/live-display.js';
+import { bar, progressLines, RateTracker, shortDuration } from '../../src/display/run-progress.js';
+import type { StepProgress } from '../../src/display/run-progress.js';
 
 const sink = () => {
   const writes: string[] = [];

@@ -6,7 +6,7 @@ import { serveUntilSignal } from '../../backend/serve-until-signal.js';
 import { configFlag, configVariables, loadConfig } from '../../config.js';
 import { assertHttpExposure } from '../../http/exposure.js';
 import { configHelp } from '../config-help.js';
-import { reportError } from '../output.js';
+import { reportError } from '../../display/output.js';
 
 /**
  * `sonar backend` (DESIGN.md section 8): one backend process (API, projection, reconciler,

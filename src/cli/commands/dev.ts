@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { runDemo, summaryLines } from '../../dev/demo.js';
 import { startDevStack } from '../../dev/dev-stack.js';
 import type { DevStack } from '../../dev/dev-stack.js';
-import { isTty, paint } from '../output.js';
+import { isTty, paint } from '../../display/output.js';
 import { describeSupervisorEvent, wholeNumber } from './workers.js';
 
 interface DevFlags {

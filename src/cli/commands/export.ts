@@ -4,7 +4,7 @@ import { EventStore } from '../../../streams/event-store.js';
 import { isOfRun, toJsonlLine } from '../../../streams/jsonl.js';
 import { withConnection } from '../context.js';
 import type { ConnectionFlags } from '../context.js';
-import { writeOut } from '../output.js';
+import { writeOut } from '../../display/output.js';
 
 /** `sonar export [--run ID]`: the event log as JSONL on stdout, in stream order. */
 export function registerExport(program: Command): void {

@@ -8,7 +8,7 @@ import { splitLines } from '../../../streams/jsonl.js';
 import { parseDuration } from '../../duration.js';
 import { registryEntrySchema } from '../../protocol.js';
 import type { RegistryEntry } from '../../protocol.js';
-import { UsageError } from '../output.js';
+import { UsageError } from '../../display/output.js';
 
 interface PlanFlags {
   live: string;

@@ -6,7 +6,7 @@ import { PoisonedAdmin } from '../../backend/finalize/index.js';
 import type { PoisonedDetail, PoisonedTask } from '../../backend/finalize/index.js';
 import { withConnection } from '../context.js';
 import type { CliContext, ConnectionFlags } from '../context.js';
-import { UsageError, isTty, paint, writeOut } from '../output.js';
+import { UsageError, isTty, paint, writeOut } from '../../display/output.js';
 import { withWriteSession } from '../write-session.js';
 
 interface Flags extends ConnectionFlags {

@@ -4,7 +4,7 @@ import { replay } from '../../../actors/replay.js';
 import { replayView } from '../../../actors/replay-view.js';
 import type { ReplayView } from '../../../actors/replay-view.js';
 import { splitLines } from '../../../streams/jsonl.js';
-import { UsageError } from '../output.js';
+import { UsageError } from '../../display/output.js';
 
 /** `sonar replay FILE.jsonl [--json]`: fold an event log and print the resulting state. */
 export function registerReplay(program: Command): void {

@@ -3,7 +3,7 @@ import { assertId } from '../../../actors/ids.js';
 import { SonarClient } from '../../client/client.js';
 import { withConnection } from '../context.js';
 import type { ConnectionFlags } from '../context.js';
-import { UsageError, writeOut } from '../output.js';
+import { UsageError, writeOut } from '../../display/output.js';
 import { rerunFile } from '../rerun-file.js';
 import { readProjection } from './status.js';
 

@@ -6,7 +6,7 @@ import { KvResultsSink, resultKeyOf } from '../../storage/results-sink.js';
 import type { StoredResult } from '../../storage/results-sink.js';
 import { withConnection } from '../context.js';
 import type { CliContext, ConnectionFlags } from '../context.js';
-import { writeOut } from '../output.js';
+import { writeOut } from '../../display/output.js';
 
 interface ResultsFlags extends ConnectionFlags {
   task?: string;

@@ -10,10 +10,15 @@ import { SonarClient } from '../../client/client.js';
 import { silentLogger } from '../../log.js';
 import { withConnection } from '../context.js';
 import type { ConnectionFlags } from '../context.js';
-import { LiveDisplay } from '../live-display.js';
-import { CommandFailed, isTty, paint, UsageError, writeOut } from '../output.js';
+import { LiveDisplay } from '../../display/live-display.js';
+import { CommandFailed, isTty, paint, UsageError, writeOut } from '../../display/output.js';
 import { failureLines, runFailures } from '../run-failures.js';
-import { progressLines, RateTracker, shortDuration, stepProgress } from '../run-progress.js';
+import {
+  progressLines,
+  RateTracker,
+  shortDuration,
+  stepProgress,
+} from '../../display/run-progress.js';
 
 const TERMINAL_RUN_STATES = new Set(['Succeeded', 'Failed', 'Cancelled']);
 

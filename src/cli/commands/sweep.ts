@@ -18,7 +18,7 @@ import { createLogger } from '../../log.js';
 import { createOutputStore } from '../../storage/create-output-store.js';
 import { withConnection } from '../context.js';
 import type { CliContext, ConnectionFlags } from '../context.js';
-import { writeOut } from '../output.js';
+import { writeOut } from '../../display/output.js';
 
 interface SweepFlags extends ConnectionFlags {
   json?: boolean;

@@ -7,8 +7,8 @@ import { isOfRun, toJsonlLine } from '../../../streams/jsonl.js';
 import { parseDuration } from '../../duration.js';
 import { withConnection } from '../context.js';
 import type { ConnectionFlags } from '../context.js';
-import { isTty, paint, UsageError, writeOut } from '../output.js';
-import type { Color } from '../output.js';
+import { isTty, paint, UsageError, writeOut } from '../../display/output.js';
+import type { Color } from '../../display/output.js';
 
 interface TailFlags extends ConnectionFlags {
   run?: string;

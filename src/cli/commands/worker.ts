@@ -7,7 +7,7 @@ import { NonRetryableError } from '../../worker/errors.js';
 import type { TaskHandler } from '../../worker/options.js';
 import { runCommand } from '../../worker/task-runner.js';
 import { createWorker } from '../../worker/worker.js';
-import { UsageError } from '../output.js';
+import { UsageError } from '../../display/output.js';
 
 interface WorkerFlags {
   tags: string;

@@ -7,7 +7,7 @@ import type { SupervisorEvent } from '../../dev/supervisor.js';
 import { createLogger } from '../../log.js';
 import { connectNats } from '../../nats.js';
 import { ApiClient } from '../../worker/api-client.js';
-import { UsageError } from '../output.js';
+import { UsageError } from '../../display/output.js';
 
 interface WorkersFlags {
   count: string;
