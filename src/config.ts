@@ -8,6 +8,7 @@
  * @module
  */
 import { z } from 'zod';
+import { PREFIX_RE } from '../streams/names.js';
 import { formatDuration, parseDuration, parseSize } from './duration.js';
 import { parseCommandPolicy } from './worker/command-policy.js';
 import type { CommandPolicy } from './worker/command-policy.js';
@@ -481,10 +482,9 @@ const port: Parser<number> = (raw) => {
   return n;
 };
 
-const PREFIX = /^[a-z][a-z0-9_-]{0,30}$/;
 const prefix: Parser<string> = (raw) => {
   const value = String(raw);
-  if (!PREFIX.test(value)) {
+  if (!PREFIX_RE.test(value)) {
     throw new Error(
       `${show(raw)} is not a prefix (lowercase letters, digits, _ or -, starting with a letter, at most 31 characters, e.g. sonar)`,
     );

@@ -72,7 +72,11 @@ export interface Names {
  */
 export const workerInboxPrefix = (workerId: string): string => `_INBOX_W.${workerId}`;
 
-export const PREFIX_RE = /^[a-z][a-z0-9_-]{0,31}$/;
+/**
+ * The one rule for `SONAR_PREFIX`: lowercase letters, digits, `_` and `-`, starting with a
+ * letter, at most 31 characters.
+ */
+export const PREFIX_RE = /^[a-z][a-z0-9_-]{0,30}$/;
 
 export function names(prefix = 'sonar'): Names {
   if (!PREFIX_RE.test(prefix)) {

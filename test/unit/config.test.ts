@@ -1,4 +1,5 @@
 import { describe, it, expect } from 'vitest';
+import { names } from '../../streams/names.js';
 import {
   ConfigError,
   configDefaults,
@@ -426,5 +427,16 @@ describe('redactConfig', () => {
     expect(shown).not.toContain('hunter2');
     expect(shown).not.toContain('topsecret');
     expect(redactConfig(loadConfig({}))).toStrictEqual(loadConfig({}));
+  });
+});
+
+describe('SONAR_PREFIX', () => {
+  it('has one rule: the settings and the names accept 31 characters and refuse 32', () => {
+    const ok = `p${'a'.repeat(30)}`;
+    const long = `${ok}a`;
+    expect(loadConfig({ SONAR_PREFIX: ok }).prefix).toBe(ok);
+    expect(names(ok).prefix).toBe(ok);
+    expect(() => loadConfig({ SONAR_PREFIX: long })).toThrow(/SONAR_PREFIX: .* is not a prefix/);
+    expect(() => names(long)).toThrow(/prefix must match/);
   });
 });
