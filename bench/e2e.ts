@@ -1,5 +1,5 @@
 /**
- * End-to-end benchmark (issue 8): prints tables (or `--json`) from one run.
+ * End-to-end benchmark: prints tables (or `--json`) from one run.
  *   npm run bench:e2e [-- --workers 4 --slots 16 --tasks 20000 --rounds 2 --events 1000000]
  *
  * One process tree on this machine: a nats-server with file storage (child), one backend

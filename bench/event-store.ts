@@ -1,5 +1,5 @@
 /**
- * Event store benchmark (issue 2): prints one table from one run.
+ * Event store benchmark: prints one table from one run.
  *   npm run bench            (node --expose-gc, tsx)
  * Targets: appends >= 70% of raw publish; replay from the stream >= 100k events/s;
  * pure fold >= 150k events/s; <= 2 KB projection heap per task at 100k tasks.

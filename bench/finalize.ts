@@ -1,5 +1,5 @@
 /**
- * Finalizer benchmark (issue 5): jobs/s through the finalizer pool against raw consume+ack of
+ * Finalizer benchmark: jobs/s through the finalizer pool against raw consume+ack of
  * the same number of messages, in one run on one throwaway nats-server. Prints one table.
  *   npm run bench:finalize            (JOBS=5000 by default)
  *

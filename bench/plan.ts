@@ -1,5 +1,5 @@
 /**
- * Reconciler plan benchmark (issue 4): prints one table from one run.
+ * Reconciler plan benchmark: prints one table from one run.
  *   npm run bench:plan
  * One projection with 1,000 workers over 50 tags and 10k tasks in flight (8k Running, 2k
  * Published), then 1k, 10k and 100k Pending tasks. Each row times `plan()` (and `progress()`)

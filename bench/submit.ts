@@ -1,5 +1,5 @@
 /**
- * Submit benchmark (issue 3): prints one table from one run.
+ * Submit benchmark: prints one table from one run.
  *   npm run bench:submit
  * Measures TaskCreated/s when a client submits a 20k-task run through the API (validation,
  * hash, begin, 20 chunks of 1,000, commit; the backend judges every event with the machine,

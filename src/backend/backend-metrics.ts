@@ -24,7 +24,7 @@ function isEligible(
 }
 
 /**
- * One backend's Prometheus metrics (issue 6), in a registry of its own so that backends
+ * One backend's Prometheus metrics, in a registry of its own so that backends
  * sharing a process never collide.
  *
  * - Gauges are read on scrape: tasks by state, poisoned, worker counts and the leader from the

@@ -8,7 +8,7 @@ import type { LiveEntry } from '../backend/reconciler/index.js';
 import { openTasks, storeRoom } from '../backend/storage/index.js';
 import type { EventsStoreUsage } from '../backend/storage/index.js';
 
-/** `sonar status --json` (issue 6; documented in the README). */
+/** `sonar status --json` (documented in the README). */
 export interface StatusView {
   /** The clock the ages are measured against (this machine's). */
   now: string;

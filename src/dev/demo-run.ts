@@ -29,7 +29,7 @@ export function devWorkerSpecs(count: number): WorkerSpec[] {
 const sh = (script: string, ...args: string[]): string[] => ['sh', '-c', script, 'sh', ...args];
 
 /**
- * The demo's run (issue 6): three steps.
+ * The demo's run: three steps.
  * - `fetch` (tag io): 6 tasks, at most 2 at once (`maxConcurrent`), though its worker has 3 slots.
  * - `process` (tag linux, `after: fetch`): 8 tasks on every worker; `p3` fails on its first
  *   try (a marker file under .sonar/ says whether it ran before) and succeeds on the retry.

@@ -60,7 +60,7 @@ function workerLines(p: Projection, color: boolean): string[] {
 }
 
 /**
- * `sonar dev --demo` (issue 6): submits the demo run to the stack, shows its progress and the
+ * `sonar dev --demo`: submits the demo run to the stack, shows its progress and the
  * workers live, SIGKILLs a worker while it runs a `process` task (halfway: once `fetch` is
  * done), narrates the recovery (the supervisor reports `sonar.api.exited`, the task is
  * requeued at once and runs again elsewhere), and returns a summary once the run ends.

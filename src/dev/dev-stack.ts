@@ -62,7 +62,7 @@ export interface DevStack {
 }
 
 /**
- * `sonar dev`'s stack (issue 6): a local nats-server storing in `.sonar/nats`, the backend
+ * `sonar dev`'s stack: a local nats-server storing in `.sonar/nats`, the backend
  * in this process with the default parts, and local workers with different tags and slots
  * under a supervisor. Logs go to files under `.sonar/logs/`, so the terminal shows Sonar's
  * progress rather than JSON lines. Whatever started is stopped again when a later part fails.

@@ -94,7 +94,7 @@ const freshWorkerId = (): string =>
     .slice(0, 30)}-${newId().slice(-10)}`;
 
 /**
- * Runs local worker processes (`sonar worker`) and keeps them running (issue 10, supervised
+ * Runs local worker processes (`sonar worker`) and keeps them running (supervised
  * liveness). When a child ends, by exit or signal, the supervisor requests `sonar.api.exited`
  * at once: the backend appends `WorkerLost{exited}` and the reconciler requeues its tasks
  * without waiting out the registry TTL or orphanAge, since the process is known to be gone.

@@ -1,5 +1,5 @@
 /**
- * The invariants every chaos scenario must hold after its run (issue 7), checked from the
+ * The invariants every chaos scenario must hold after its run, checked from the
  * exported event log and the results sink only: what an operator could check after a real
  * incident, with no access to any process's memory.
  *

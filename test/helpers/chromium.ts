@@ -1,5 +1,5 @@
 /**
- * Debian's Chromium for the browser tests (issue 9), driven by playwright-core. Playwright's
+ * Debian's Chromium for the browser tests, driven by playwright-core. Playwright's
  * own browser download cannot work on this network, so the tests use `/usr/bin/chromium`,
  * installing it with `apt-get install -y chromium` when it is missing and we are root, as
  * scripts/setup.mjs does for nats-server. Where it cannot be installed, the tests skip and say

@@ -1,5 +1,5 @@
 /**
- * Fixtures for the dashboard tests (issue 9): an in-process Backend serving its HTTP port
+ * Fixtures for the dashboard tests: an in-process Backend serving its HTTP port
  * (port 0, any free port) with the dashboard mounted, and small fetch helpers.
  */
 import type { NatsConnection } from '@nats-io/transport-node';

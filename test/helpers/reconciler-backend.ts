@@ -1,5 +1,5 @@
 /**
- * Fixtures for the reconciler's integration tests (issue 4): a backend that runs only the
+ * Fixtures for the reconciler's integration tests: a backend that runs only the
  * reconciler loop (no API handlers, no finalizers), short timings, events appended by hand,
  * and registry entries put into `sonar_workers` by hand (no worker processes).
  */

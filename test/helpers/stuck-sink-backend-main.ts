@@ -1,5 +1,5 @@
 /**
- * A backend process whose finalizer hangs in its sink for 60 s (issue 10, bounded shutdown):
+ * A backend process whose finalizer hangs in its sink for 60 s (bounded shutdown):
  * `node --import tsx test/helpers/stuck-sink-backend-main.ts`, configured by SONAR_* env.
  * It prints `sink write started <runId>.<taskId>` on stdout when a job reaches the sink,
  * and runs `serveUntilSignal`, the code `sonar backend` runs on SIGTERM.

@@ -1,5 +1,5 @@
 /**
- * Fixtures for the full sweep's tests (issue 10): a real Backend on a fresh prefix with only
+ * Fixtures for the full sweep's tests: a real Backend on a fresh prefix with only
  * the components a test asks for, a sweep run on that backend's context (optionally with a
  * shifted clock: a day or a month later, without waiting), and events written by hand.
  */

@@ -1,5 +1,5 @@
 /**
- * Fixtures for the worker and API tests (issue 3): an in-process backend with the default
+ * Fixtures for the worker and API tests: an in-process backend with the default
  * parts on a fresh prefix, worker processes (`node bin/sonar.js worker ...`), run files, and
  * dispatching by hand (the reconciler is another issue: tests publish with `dispatchTask`).
  */

@@ -1,5 +1,5 @@
 /**
- * A refused API request writes nothing (issue 7): random and mutated payloads, and payloads
+ * A refused API request writes nothing: random and mutated payloads, and payloads
  * that pass their schema but fail a deeper check (a cycle in `after`, an oversized input, a
  * chunk with one bad task among good ones), sent to a real backend. Every one is answered
  * with an error, and no stream or bucket moves: no partial write.

@@ -1,5 +1,5 @@
 /**
- * SONAR_NATS_CREDS and SONAR_NATS_USER/PASSWORD work from every networked CLI verb (issue 7):
+ * SONAR_NATS_CREDS and SONAR_NATS_USER/PASSWORD work from every networked CLI verb:
  * a server that refuses anonymous clients, and each verb run once with a creds file and once
  * with a user and password. Long-running verbs (backend, worker, workers, tail) count once
  * they show they are connected.

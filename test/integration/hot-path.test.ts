@@ -1,5 +1,5 @@
 /**
- * The e2e performance work (issue 8) on its own terms: a submit's begin judged from the
+ * The e2e performance work on its own terms: a submit's begin judged from the
  * projection still tells two run files apart when they race; worker requests share one
  * stream read; a connection's coalesced writes keep their order across a server restart.
  */

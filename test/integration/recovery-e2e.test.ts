@@ -26,7 +26,7 @@ import {
 import type { TestBackend } from '../helpers/worker-fixtures.js';
 
 /**
- * Recovery end to end (issue 4), with real backend and worker processes and real signals:
+ * Recovery end to end, with real backend and worker processes and real signals:
  * a SIGKILLed leader, a SIGKILLed worker, a restarted backend.
  *
  * In secure mode, each test on a server of its own whose credentials are made for the

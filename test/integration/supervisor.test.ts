@@ -44,7 +44,7 @@ function running(pid: number): boolean {
   }
 }
 
-describe('sonar workers (supervised liveness, issue 10)', () => {
+describe('sonar workers (supervised liveness)', () => {
   it('reports a SIGKILLed worker at once: its task is Running elsewhere within 30 s, and a respawned worker joins', async () => {
     const { ctx } = tb;
     expect(ctx.config.orphanAgeMs).toBe(10 * 60_000);

@@ -1,5 +1,5 @@
 /**
- * A deterministic fleet simulation for the reconciler (issue 4). A seeded PRNG drives a fleet
+ * A deterministic fleet simulation for the reconciler. A seeded PRNG drives a fleet
  * of workers on a simulated clock: they pull from per-tag queues, start (some slowly), run
  * (some for longer than orphanAge), fail, crash (silently, or seen by a supervisor), drain and
  * join. Every tick the real planner (`plan`, `progress`, `starvationEvents`,

@@ -1,5 +1,5 @@
 /**
- * Bad-input fuzzing (issue 7): random and mutated inputs thrown at every door a stranger can
+ * Bad-input fuzzing: random and mutated inputs thrown at every door a stranger can
  * knock on. Each must end in a clean error (ValidationError, an `{"error"}` reply) or a skip;
  * none may crash. 10,800 cases in all.
  *

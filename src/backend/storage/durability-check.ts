@@ -1,5 +1,5 @@
 /**
- * The durability check a backend runs at start (issue 7), after provisioning: is the event log
+ * The durability check a backend runs at start, after provisioning: is the event log
  * stored the way a production install needs?
  *
  * - Replicas: on a cluster every Sonar stream and bucket should keep 3 copies (writes then

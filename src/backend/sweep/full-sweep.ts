@@ -67,7 +67,7 @@ const emptyReport = (by: string, startedAt: string): SweepReport => ({
 });
 
 /**
- * The full sweep (issue 10): what falls outside every reconcile tick's view, once per
+ * The full sweep: what falls outside every reconcile tick's view, once per
  * SONAR_FULL_SWEEP across the fleet (the Sweeper claims the turn; `sonar sweep` runs one by
  * hand). Each repair is its own module under sweep/ and is safe to run beside the reconciler,
  * the finalizers and another sweep: every write is fenced by attempt, sequence or dedupe.

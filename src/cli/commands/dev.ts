@@ -37,7 +37,7 @@ function banner(stack: DevStack, color: boolean): string {
 }
 
 /**
- * `sonar dev [--demo] [--fast] [--port N] [--workers N]` (issue 6): the embedded default. A
+ * `sonar dev [--demo] [--fast] [--port N] [--workers N]`: the embedded default. A
  * local nats-server (state in `.sonar/`), the backend in this process, and local workers
  * under a supervisor. `--demo` runs the sample run with a live display and a worker killed
  * halfway, prints a summary and stops everything (exit 0 when the run succeeded). Without

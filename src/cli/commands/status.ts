@@ -98,7 +98,7 @@ function eventsStoreText(s: NonNullable<StatusView['eventsStore']>, color: boole
 }
 
 /**
- * `sonar status [--run ID] [--all] [--json]` (issue 6): replays the events stream in this
+ * `sonar status [--run ID] [--all] [--json]`: replays the events stream in this
  * process, reads the registry, the leader lock and the finalize queue, and shows what the
  * reconciler sees. Capacity and starvation come from the reconciler's own pure planner.
  */

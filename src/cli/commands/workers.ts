@@ -57,7 +57,7 @@ export function describeSupervisorEvent(e: SupervisorEvent): string {
 }
 
 /**
- * `sonar workers --count N --tags a,b [--slots N] [-- CMD...]` (issue 10): N local worker
+ * `sonar workers --count N --tags a,b [--slots N] [-- CMD...]`: N local worker
  * processes under a supervisor. A child that dies is reported at once (`sonar.api.exited`)
  * and replaced by a fresh worker id. SIGTERM or SIGINT drains every child, then exits. When
  * the supervisor dies without that (SIGKILL, OOM), each child sees its IPC channel close and

@@ -22,7 +22,7 @@ registerHttpRoutes((server, ctx) => {
 });
 
 /**
- * The dashboard as a backend component (issue 9). It opens before the HTTP component starts
+ * The dashboard as a backend component. It opens before the HTTP component starts
  * (listed before it in `defaultParts`) and closes after it stops, ending its SSE streams and
  * its registry watch. Idle when `SONAR_HTTP_PORT` is unset, like the HTTP server, and in
  * probes-only mode (`SONAR_DASHBOARD=off`).

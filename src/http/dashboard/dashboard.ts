@@ -31,7 +31,7 @@ export interface DashboardOptions {
 }
 
 /**
- * The web dashboard (issue 9) as one request handler for the backend's HTTP port: pages,
+ * The web dashboard as one request handler for the backend's HTTP port: pages,
  * the read API, SSE, actions. It reads this backend's projection, goes live from its event
  * stream (`loop.onApplied`), and acts through the same code as the CLI.
  *
