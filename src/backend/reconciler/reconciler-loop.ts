@@ -28,8 +28,8 @@ export interface ReconcilerLoopOptions {
    * The time between the end of one pass and the start of a prompt one, after a pass that
    * placed or settled a batch (`SONAR_DISPATCH_BATCH`) or more: a stream of events then never
    * keeps the planner busy back to back. After a smaller pass (light load) the gap is only as
-   * long as that pass took, up to this (bench/e2e.ts: a fixed 20 ms gap put 10-15 ms on
-   * submit-to-start at 50 tasks/s; a fixed 5 ms gap cost 10% more CPU at saturation).
+   * long as that pass took, up to this: a fixed long gap delays starts at light load, and a
+   * fixed short one burns CPU at saturation (bench/e2e.ts measures both).
    * @defaultValue 20
    */
   minGapMs?: number;
