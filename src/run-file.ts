@@ -239,6 +239,5 @@ export function canonicalJson(value: unknown): string {
  * (a task's `input` keeps its own key order); any change of content does not.
  */
 export const runFileHash = (file: ParsedRunFile): string =>
-  // Plain JSON.stringify, not canonicalJson: much faster on a large file, and equal here
-  // (the parsed file's keys come in schema order).
+  // Plain JSON.stringify, not canonicalJson: much faster on a large file, and equal here.
   createHash('sha256').update(JSON.stringify(file)).digest('hex');
