@@ -9,3 +9,10 @@ export const newId = (): string => nuid.next();
 
 /** A fresh attempt token: 32 random bytes, hex. It travels only in the dispatch message. */
 export const newToken = (): string => randomBytes(32).toString('hex');
+
+/**
+ * A host name as an id token: every character outside `[A-Za-z0-9_-]` becomes `-`, cut to
+ * `maxLength`. The start of process ids (workers, backends), so logs show where each runs.
+ */
+export const hostToken = (host: string, maxLength: number): string =>
+  host.replace(/[^A-Za-z0-9_-]/g, '-').slice(0, maxLength);

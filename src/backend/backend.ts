@@ -5,7 +5,7 @@ import { EventStore } from '../../streams/event-store.js';
 import { names } from '../../streams/names.js';
 import { ensureTopology } from '../../streams/provision.js';
 import type { SonarConfig } from '../config.js';
-import { newId } from '../ids.js';
+import { hostToken, newId } from '../ids.js';
 import { createLogger } from '../log.js';
 import type { Logger } from '../log.js';
 import { connectNats } from '../nats.js';
@@ -77,11 +77,7 @@ export class Backend {
 
   static async start(opts: BackendOptions): Promise<Backend> {
     const { config } = opts;
-    const nodeId =
-      opts.nodeId ??
-      `${hostname()
-        .replace(/[^A-Za-z0-9_-]/g, '-')
-        .slice(0, 40)}-${newId().slice(-8)}`;
+    const nodeId = opts.nodeId ?? `${hostToken(hostname(), 40)}-${newId().slice(-8)}`;
     const log = (opts.log ?? createLogger({ component: 'backend' })).child({ nodeId });
     const nc = opts.nc ?? (await connectNats(config, { name: `sonar-backend-${nodeId}` }));
     const n = names(config.prefix);

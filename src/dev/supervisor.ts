@@ -4,7 +4,7 @@ import { closeSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { isSonarError, ErrorCode } from '../../actors/errors.js';
-import { newId } from '../ids.js';
+import { hostToken, newId } from '../ids.js';
 import type { Logger } from '../log.js';
 import { silentLogger } from '../log.js';
 import type { ApiClient } from '../worker/api-client.js';
@@ -88,10 +88,7 @@ process.once('exit', () => {
 });
 
 /** A fresh worker id: a restarted process never reuses one (DESIGN.md section 4). */
-const freshWorkerId = (): string =>
-  `${hostname()
-    .replace(/[^A-Za-z0-9_-]/g, '-')
-    .slice(0, 30)}-${newId().slice(-10)}`;
+const freshWorkerId = (): string => `${hostToken(hostname(), 30)}-${newId().slice(-10)}`;
 
 /**
  * Runs local worker processes (`sonar worker`) and keeps them running (supervised

@@ -7,7 +7,7 @@ import { ErrorCode } from '../../actors/errors.js';
 import { assertId } from '../../actors/ids.js';
 import { names, workerInboxPrefix } from '../../streams/names.js';
 import type { Names } from '../../streams/names.js';
-import { newId } from '../ids.js';
+import { hostToken, newId } from '../ids.js';
 import { outputSizeProblem } from '../limits.js';
 import { assertSlotsFit, DEFAULT_MAX_PAYLOAD } from '../pulse-size.js';
 import type { Logger } from '../log.js';
@@ -117,8 +117,7 @@ export class Worker {
     this.opts = resolveWorkerOptions(options);
     // As the join schema takes it: the pulse carries the same, within its size bound.
     this.host = (options.host ?? hostname()).slice(0, 255);
-    const safeHost = this.host.replace(/[^A-Za-z0-9_-]/g, '-').slice(0, 40);
-    this.workerId = options.workerId ?? `${safeHost}-${newId()}`;
+    this.workerId = options.workerId ?? `${hostToken(this.host, 40)}-${newId()}`;
     assertId('workerId', this.workerId);
     this.instanceId = this.opts.instanceId;
     this.n = names(this.opts.prefix);

@@ -13,7 +13,7 @@ import { Registry } from '../../backend/reconciler/index.js';
 import { loadSnapshot } from '../../backend/snapshots/index.js';
 import { FullSweep, summaryOf } from '../../backend/sweep/index.js';
 import type { SweepReport } from '../../backend/sweep/index.js';
-import { newId } from '../../ids.js';
+import { hostToken, newId } from '../../ids.js';
 import { createLogger } from '../../log.js';
 import { createOutputStore } from '../../storage/create-output-store.js';
 import { withConnection } from '../context.js';
@@ -57,9 +57,7 @@ async function sweepContext(cli: CliContext): Promise<BackendContext> {
     // An operator's sweep judges the registry as it finds it, at once: it has seen no outage.
     contact: new ServerContact(nc, jsm, log, undefined, -Infinity),
     liveness: new Liveness(),
-    nodeId: `sweep-${hostname()
-      .replace(/[^A-Za-z0-9_-]/g, '-')
-      .slice(0, 40)}-${newId().slice(-8)}`,
+    nodeId: `sweep-${hostToken(hostname(), 40)}-${newId().slice(-8)}`,
     now: Date.now,
   };
 }
