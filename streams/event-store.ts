@@ -271,9 +271,12 @@ export class EventStore {
     const endOf = (reached: number) =>
       filter === this.names.subjects.eventsAll ? this.endSeq(reached) : this.lastSeqOf(filter);
     for (let end = await endOf(last); end > last; end = await endOf(last)) {
+      const before = last;
       const read = await this.readTo(filter, last + 1, end, onRecord);
       last = read.last;
-      if (!read.stalled) break;
+      // A read that saw nothing pending before `end` was served by a replica behind the
+      // leader (a node just back): read on from there while that still brings events.
+      if (!read.stalled && (last >= end || last === before)) break;
     }
     return last;
   }

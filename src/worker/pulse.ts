@@ -5,6 +5,9 @@ import { settleWithin } from '../grace.js';
 import type { Logger } from '../log.js';
 import type { RegistryEntry } from '../protocol.js';
 
+/** How long the first pulse, which proves the worker can write its key, may take. */
+const FIRST_PULSE_BOUND_MS = 10_000;
+
 /** The entry's fields the worker decides; `pulseAt` is stamped at each put. */
 export type PulseEntry = Omit<RegistryEntry, 'pulseAt'>;
 
@@ -70,7 +73,10 @@ export class Pulse {
   /** Puts the entry now, then every interval. */
   async start(): Promise<void> {
     if (this.timer) return; // started already: one loop of puts, never two
-    await this.beat();
+    // The first put may wait longer: no later pulse queues behind it, and a server slow to
+    // answer a worker's first write (a loaded machine, a node just elected) must not end
+    // the worker before it ever served.
+    await this.beat(FIRST_PULSE_BOUND_MS);
     this.timer = setInterval(() => {
       if (this.queued) return;
       this.queued = true;
@@ -85,11 +91,11 @@ export class Pulse {
   }
 
   /** Puts the entry now (after a change such as `active: false`), in order with the others. */
-  beat(): Promise<void> {
+  beat(atLeastMs = 0): Promise<void> {
     // Bounded: the puts run one after another, so one that never settled (seen once in the
     // cluster chaos scenario while a node died) would hold every later pulse, and the worker
     // would never learn that its key expired. A pulse later than two intervals is moot anyway.
-    const boundMs = Math.max(1_000, 2 * this.intervalMs);
+    const boundMs = Math.max(1_000, 2 * this.intervalMs, atLeastMs);
     const bounded = async (): Promise<void> => {
       const work = this.put(++this.generation);
       if ((await settleWithin(work, boundMs)) === 'timeout') {

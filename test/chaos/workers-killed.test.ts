@@ -1,3 +1,4 @@
+import { readFile, readdir } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../helpers/eventually.js';
 import { startSecureNats } from '../helpers/secure-nats.js';
@@ -23,6 +24,19 @@ afterAll(async () => {
   await killAll();
   await secure?.stop();
 });
+
+/** The pids whose parent is one of `pids`, from /proc: a worker's task processes. */
+async function withChildren(pids: Set<number>): Promise<Set<number>> {
+  const parents = new Set<number>();
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const stat = await readFile(`/proc/${entry}/stat`, 'utf8').catch(() => '');
+    // `pid (comm) state ppid ...`: comm may hold spaces, so count from its closing paren
+    const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    if (pids.has(ppid)) parents.add(ppid);
+  }
+  return parents;
+}
 
 /** `n` distinct random picks from `from`. */
 function pick<T>(from: T[], n: number): T[] {
@@ -50,9 +64,24 @@ describe('chaos: workers SIGKILLed mid-run while new ones join', () => {
     const victims: string[] = [];
     for (const progress of [0.2, 0.5]) {
       await world.waitFinalized(Math.floor(TASKS * progress));
-      const wave = pick(
-        world.workers.filter((w) => w.running),
-        FLEET / 5,
+      // At least one victim is caught running a task (its command is its child), so that
+      // work is lost with it whatever the timing: tasks are short, and a worker is often
+      // between them.
+      const wave = await eventually(
+        async () => {
+          const live = world!.workers.filter((w) => w.running);
+          const busy = await withChildren(new Set(live.map((w) => w.pid)));
+          const first = live.find((w) => busy.has(w.pid));
+          if (first === undefined) return false;
+          return [
+            first,
+            ...pick(
+              live.filter((w) => w !== first),
+              FLEET / 5 - 1,
+            ),
+          ];
+        },
+        { timeoutMs: 30_000, intervalMs: 10, message: 'a worker running a task' },
       );
       faults.push({ what: `SIGKILL ${wave.map((v) => v.name).join(',')}`, at: Date.now() });
       victims.push(...wave.map((v) => v.name));
