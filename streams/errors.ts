@@ -62,3 +62,13 @@ export const StoreFullApiCodes = {
 export const isStoreFullApiError = (err: unknown): err is JetStreamApiError =>
   err instanceof JetStreamApiError &&
   (Object.values(StoreFullApiCodes) as number[]).includes(err.code);
+
+/** JetStream's code for "no suitable peers for placement" (not in nats.js's list). */
+export const NO_PLACEMENT_API_CODE = 10005;
+
+/**
+ * The cluster cannot place a stream's replicas now: fewer servers are up, or joined to the
+ * meta group, than the replica count asks for.
+ */
+export const isNoPlacementApiError = (err: unknown): err is JetStreamApiError =>
+  err instanceof JetStreamApiError && err.code === NO_PLACEMENT_API_CODE;

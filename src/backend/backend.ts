@@ -16,7 +16,7 @@ import type { BackendContext } from './context.js';
 import { checkDurability } from './storage/index.js';
 import { DispatchConsumers } from './reconciler/index.js';
 import { EventWriter } from './projection/index.js';
-import { eventsBoundRefusal, resolveEventsMaxBytes } from './storage/index.js';
+import { eventsBoundRefusal, resolveEventsMaxBytes, whenPlaceable } from './storage/index.js';
 import { Deadline } from '../grace.js';
 import { Liveness } from './reconciler/index.js';
 import { ProjectionLoop } from './projection/index.js';
@@ -83,16 +83,20 @@ export class Backend {
     const n = names(config.prefix);
     const jsm = await jetstreamManager(nc);
     const eventsMaxBytes = await resolveEventsMaxBytes(jsm, config.eventsMaxBytes, log);
-    const changes = await ensureTopology(jsm, n, {
-      replicas: config.replicas,
-      pulseTtlMs: config.pulseTtlMs,
-      lockTtlMs: config.lockTtlMs,
-      finalizeLeaseMs: config.finalizeLeaseMs,
-      finalizeMaxDeliver: config.finalizeMaxDeliver,
-      eventsMaxBytes,
-      sessionTtlMs: config.sessionTtlMs,
-      stagingMaxBytes: config.stagingMaxBytes,
-    }).catch((err: unknown) => {
+    const changes = await whenPlaceable(
+      () =>
+        ensureTopology(jsm, n, {
+          replicas: config.replicas,
+          pulseTtlMs: config.pulseTtlMs,
+          lockTtlMs: config.lockTtlMs,
+          finalizeLeaseMs: config.finalizeLeaseMs,
+          finalizeMaxDeliver: config.finalizeMaxDeliver,
+          eventsMaxBytes,
+          sessionTtlMs: config.sessionTtlMs,
+          stagingMaxBytes: config.stagingMaxBytes,
+        }),
+      { replicas: config.replicas, log },
+    ).catch((err: unknown) => {
       throw eventsBoundRefusal(err, eventsMaxBytes);
     });
     const changed = changes.filter((c) => c.action !== 'unchanged');

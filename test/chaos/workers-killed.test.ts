@@ -7,10 +7,16 @@ import { killAll } from '../helpers/sonar-process.js';
 import { freshPrefix } from '../helpers/topology.js';
 import { finishScenario, lostWorkRestarted } from './scenario.js';
 import type { Fault } from './scenario.js';
-import { ChaosWorld, chaosRun } from './world.js';
+import { ChaosWorld, chaosRun, echoCommand } from './world.js';
 
 const TASKS = 500;
 const FLEET = 10;
+/**
+ * The echo task, slowed so that the run still has tasks to start when a fifth of it is
+ * finalized: finalization trails the workers, and with 50 ms tasks a loaded machine could
+ * finish running every task before a wave is due, leaving no work to lose.
+ */
+const SLOW_ECHO = echoCommand(0.3);
 
 let secure: SecureNats;
 let world: ChaosWorld | undefined;
@@ -54,7 +60,9 @@ describe('chaos: workers SIGKILLed mid-run while new ones join', () => {
     world = await ChaosWorld.start({ secure });
     await world.startBackend();
     await world.waitWorkersLive(
-      Array.from({ length: FLEET }, () => world!.startWorker({ supervise: true })),
+      Array.from({ length: FLEET }, () =>
+        world!.startWorker({ supervise: true, command: SLOW_ECHO }),
+      ),
     );
     await world.submit(chaosRun('kill-workers', TASKS));
 
@@ -87,7 +95,9 @@ describe('chaos: workers SIGKILLed mid-run while new ones join', () => {
       victims.push(...wave.map((v) => v.name));
       await Promise.all(wave.map((v) => v.kill('SIGKILL')));
       // The newcomers join while the run goes on; the next wave may pick them.
-      await world.waitWorkersLive(wave.map(() => world!.startWorker({ supervise: true })));
+      await world.waitWorkersLive(
+        wave.map(() => world!.startWorker({ supervise: true, command: SLOW_ECHO })),
+      );
     }
 
     const status = await world.waitRunEnded('kill-workers');

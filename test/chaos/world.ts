@@ -48,13 +48,18 @@ export const CHAOS_ENV = {
   SONAR_IMDS_URL: NO_IMDS,
 } as const;
 
-/** The task command every chaos worker runs: echo the input back after a short pause. */
-export const ECHO_COMMAND = [
-  'sh',
-  '-c',
-  // A payload marked poison kills the worker that runs it (its parent), every time.
-  'read -r x; case "$x" in *poison*) kill -9 $PPID; sleep 5;; esac; sleep 0.05; echo "$x"',
-];
+/** A task command that echoes the input back after a pause of `seconds`. */
+export function echoCommand(seconds: number): string[] {
+  return [
+    'sh',
+    '-c',
+    // A payload marked poison kills the worker that runs it (its parent), every time.
+    `read -r x; case "$x" in *poison*) kill -9 $PPID; sleep 5;; esac; sleep ${seconds}; echo "$x"`,
+  ];
+}
+
+/** The task command every chaos worker runs unless told otherwise: a short pause. */
+export const ECHO_COMMAND = echoCommand(0.05);
 
 export const TAG = 'chaos';
 

@@ -1,0 +1,46 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eventually } from '../helpers/eventually.js';
+import { startNatsCluster } from '../helpers/nats-cluster.js';
+import type { NatsCluster } from '../helpers/nats-cluster.js';
+import { killAll, spawnSonar } from '../helpers/sonar-process.js';
+import { freshPrefix } from '../helpers/topology.js';
+import { NO_IMDS } from '../helpers/worker-fixtures.js';
+
+let cluster: NatsCluster;
+
+beforeAll(async () => {
+  cluster = await startNatsCluster({ size: 3 });
+});
+afterAll(async () => {
+  await killAll();
+  await cluster?.stop();
+});
+
+describe('a backend started while the cluster cannot place its replicas', () => {
+  it('waits, saying so, and starts once the missing node is back', async () => {
+    await cluster.stopNode(2);
+    const p = spawnSonar('placement', ['backend'], {
+      SONAR_NATS_URL: cluster.urls.slice(0, 2).join(','),
+      SONAR_PREFIX: freshPrefix(),
+      SONAR_REPLICAS: '3',
+      SONAR_IMDS_URL: NO_IMDS,
+    });
+    // Two of three servers up: a meta leader, but no third peer for an R3 stream.
+    await eventually(() => (p.stderr().match(/cannot place the streams yet/g) ?? []).length >= 2, {
+      timeoutMs: 30_000,
+      message: 'two placement warnings',
+    });
+    expect(p.running, p.stderr()).toBe(true);
+    expect(p.stderr()).toMatch(/"replicas":3/);
+    expect(p.stderr()).not.toMatch(/backend started/);
+
+    await cluster.restartNode(2);
+    await eventually(() => p.stderr().includes('backend started') || !p.running, {
+      timeoutMs: 45_000,
+      message: 'backend started',
+    });
+    expect(p.running, p.stderr()).toBe(true);
+    await p.kill('SIGTERM');
+    expect((await p.exited).code, p.stderr()).toBe(0);
+  });
+});

@@ -1,0 +1,44 @@
+import { JetStreamApiError } from '@nats-io/jetstream';
+import { describe, expect, it } from 'vitest';
+import {
+  PLACEMENT_RETRY_FIRST_MS,
+  PLACEMENT_RETRY_MAX_MS,
+  whenPlaceable,
+} from '../../src/backend/storage/placement-wait.js';
+import { createLogger } from '../../src/log.js';
+
+const log = createLogger({ component: 'test', level: 'silent' });
+const apiError = (errCode: number, description: string) =>
+  new JetStreamApiError({ code: 500, err_code: errCode, description });
+
+describe('whenPlaceable', () => {
+  it('retries "no suitable peers", backing off to a ceiling, until provisioning succeeds', async () => {
+    const pauses: number[] = [];
+    let calls = 0;
+    const result = await whenPlaceable(
+      () => {
+        if (++calls <= 6) return Promise.reject(apiError(10005, 'no suitable peers for placement'));
+        return Promise.resolve('provisioned');
+      },
+      { replicas: 3, log, sleep: (ms) => Promise.resolve(void pauses.push(ms)) },
+    );
+    expect(result).toBe('provisioned');
+    expect(calls).toBe(7);
+    expect(pauses[0]).toBe(PLACEMENT_RETRY_FIRST_MS);
+    expect(pauses.at(-1)).toBe(PLACEMENT_RETRY_MAX_MS);
+    expect(pauses).toEqual([...pauses].sort((a, b) => a - b));
+  });
+
+  it('throws any other error at once', async () => {
+    let calls = 0;
+    const refused = whenPlaceable(
+      () => {
+        calls++;
+        return Promise.reject(apiError(10074, 'replicas > 1 not supported in non-clustered mode'));
+      },
+      { replicas: 3, log, sleep: () => Promise.resolve() },
+    );
+    await expect(refused).rejects.toThrow(/non-clustered/);
+    expect(calls).toBe(1);
+  });
+});
