@@ -1,5 +1,6 @@
-import { createActor } from 'xstate';
 import type { AnyStateMachine, ContextFrom, EventFromLogic, InputFrom } from 'xstate';
+import { inertScope, isAssign, isBuiltInGuard, machineInternals } from './xstate-internals.js';
+import type { Implementations } from './xstate-internals.js';
 
 /** Named actions a transition asks the backend to carry out (`enqueueFinalization`). */
 export type ActionNames = string[];
@@ -29,35 +30,18 @@ type Args = { context: unknown; event: { type: string } };
 type Guard = (args: Args, params: unknown) => boolean;
 type Assignment = (args: Args, params: unknown) => Record<string, unknown>;
 
+interface CompiledGuard {
+  check: Guard;
+  /** The guard's `params`: a value, or a function of the args that XState calls first. */
+  params: unknown;
+}
+
 interface Compiled {
-  guard: Guard | null;
+  guard: CompiledGuard | null;
   target: string | null;
   assigns: Assignment[];
   named: string[];
 }
-
-/** Loose shapes of XState v5's machine internals that the compiler reads. */
-interface StateNodeLike {
-  key: string;
-  type: string;
-  entry: unknown[];
-  exit: unknown[];
-  always?: unknown[];
-  after?: unknown[];
-  invoke?: unknown[];
-  states: Record<string, StateNodeLike>;
-  transitions: Map<
-    string,
-    { guard?: unknown; target?: { key: string }[]; actions: unknown[]; reenter?: boolean }[]
-  >;
-}
-interface Implementations {
-  guards: Record<string, unknown>;
-  actions: Record<string, unknown>;
-}
-
-const isAssign = (a: unknown): a is { assignment: unknown } =>
-  typeof a === 'function' && (a as { type?: string }).type === 'xstate.assign';
 
 function assignmentOf(a: { assignment: unknown }): Assignment {
   const { assignment } = a;
@@ -73,16 +57,38 @@ function assignmentOf(a: { assignment: unknown }): Assignment {
   };
 }
 
-function compileGuard(machineId: string, guard: unknown, impl: Implementations): Guard | null {
+function compileGuard(
+  machineId: string,
+  guard: unknown,
+  impl: Implementations,
+): CompiledGuard | null {
   if (guard === undefined) return null;
   const name = typeof guard === 'string' ? guard : (guard as { type?: unknown }).type;
+  // and/or/not/stateIn evaluate through XState's own machinery, not by a call.
+  if (isBuiltInGuard(guard)) {
+    throw new Error(
+      `${machineId}: guard ${JSON.stringify(name)} (a combinator) cannot be compiled`,
+    );
+  }
   const fn =
     typeof guard === 'function' ? guard : typeof name === 'string' ? impl.guards[name] : undefined;
-  if (typeof fn !== 'function') {
+  if (typeof fn !== 'function' || isBuiltInGuard(fn)) {
     throw new Error(`${machineId}: guard ${JSON.stringify(name)} cannot be compiled`);
   }
-  return fn as Guard;
+  const params =
+    typeof guard === 'object' && guard !== null
+      ? (guard as { params?: unknown }).params
+      : undefined;
+  return { check: fn as Guard, params };
 }
+
+const passes = (guard: CompiledGuard, args: Args): boolean =>
+  guard.check(
+    args,
+    typeof guard.params === 'function'
+      ? (guard.params as (a: Args) => unknown)(args)
+      : guard.params,
+  );
 
 function compileActions(machineId: string, actions: unknown[], impl: Implementations) {
   const assigns: Assignment[] = [];
@@ -113,12 +119,10 @@ function compileActions(machineId: string, actions: unknown[], impl: Implementat
  * suite, which folds every scenario both ways. `initial()` uses XState itself.
  */
 export function createTransitioner<M extends AnyStateMachine>(machine: M): Transitioner<M> {
-  const root = (machine as unknown as { root: StateNodeLike }).root;
-  const impl = (machine as unknown as { implementations: Implementations }).implementations;
+  const { root, initialKey, implementations: impl } = machineInternals(machine);
   const id = machine.id;
   const table = new Map<string, Map<string, Compiled[]>>();
   const finals = new Set<string>();
-  const initialKey = (root as unknown as { config: { initial?: string } }).config.initial;
   for (const node of Object.values(root.states)) {
     if (Object.keys(node.states).length > 0 || (node.type !== 'atomic' && node.type !== 'final')) {
       throw new Error(`${id}: state ${node.key} is not flat; the fast path cannot compile it`);
@@ -151,22 +155,8 @@ export function createTransitioner<M extends AnyStateMachine>(machine: M): Trans
   }
   if ((root.transitions?.size ?? 0) > 0) throw new Error(`${id}: root transitions; cannot compile`);
 
-  // One inert actor scope for initial(), reused (the public initialTransition builds one a call).
   const actions: string[] = [];
-  const self = createActor(machine);
-  const scope = {
-    self,
-    id: '',
-    sessionId: '',
-    system: self.system,
-    defer: () => {},
-    logger: () => {},
-    stopChild: () => {},
-    emit: () => {},
-    actionExecutor: (action: { type: string }) => {
-      actions.push(action.type);
-    },
-  } as unknown as Parameters<M['getInitialSnapshot']>[0];
+  const scope = inertScope(machine, (type) => actions.push(type));
 
   type C = ContextFrom<M>;
   return {
@@ -190,7 +180,7 @@ export function createTransitioner<M extends AnyStateMachine>(machine: M): Trans
       if (!candidates) return null;
       for (const c of candidates) {
         const args = { context: snap.context as unknown, event: event as { type: string } };
-        if (c.guard && !c.guard(args, undefined)) continue;
+        if (c.guard && !passes(c.guard, args)) continue;
         let context = snap.context;
         for (const assign of c.assigns) {
           context = Object.assign({}, context, assign({ context, event: args.event }, undefined));

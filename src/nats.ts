@@ -2,7 +2,7 @@ import { connect } from '@nats-io/transport-node';
 import type { ConnectionOptions, NatsConnection } from '@nats-io/transport-node';
 import { ErrorCode, SonarError } from '../actors/errors.js';
 import type { SonarConfig } from './config.js';
-import { coalesceWrites } from './nats-coalesce.js';
+import { coalesceWrites } from '../streams/nats-internals.js';
 import { readCreds } from './nats-creds.js';
 import { natsTlsOptions, tlsFailure } from './nats-tls.js';
 import type { NatsTlsSettings } from './nats-tls.js';

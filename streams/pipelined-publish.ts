@@ -2,6 +2,7 @@ import { JetStreamApiError, JetStreamError, PubHeaders } from '@nats-io/jetstrea
 import type { ApiError } from '@nats-io/jetstream';
 import { TimeoutError, createInbox, headers } from '@nats-io/transport-node';
 import type { Msg, NatsConnection } from '@nats-io/transport-node';
+import { inboxPrefixOf } from './nats-internals.js';
 
 /** One message for {@link publishPipelined}. */
 export interface PipelinedMessage {
@@ -142,9 +143,4 @@ function ackOf(msg: Msg, subject: string): PromiseSettledResult<PipelinedAck> {
     return { status: 'rejected', reason: new JetStreamError('invalid ack response') };
   }
   return { status: 'fulfilled', value: { seq: v.seq, duplicate: v.duplicate === true } };
-}
-
-/** The connection's inbox prefix (`inboxPrefix` option, for accounts that restrict `_INBOX`). */
-function inboxPrefixOf(nc: NatsConnection): string {
-  return (nc as { options?: { inboxPrefix?: string } }).options?.inboxPrefix ?? '';
 }

@@ -10,6 +10,7 @@ import { SonarClient } from '../../src/client/client.js';
 import { runFileHash, validateRunFile } from '../../src/run-file.js';
 import { syncRecent } from '../../src/backend/api/handlers/sync.js';
 import { connectNats } from '../../src/nats.js';
+import { coalesceWrites, inboxPrefixOf } from '../../streams/nats-internals.js';
 import { ApiClient } from '../../src/worker/api-client.js';
 import { eventually } from '../helpers/eventually.js';
 import { startNatsServer } from '../helpers/nats-server.js';
@@ -143,6 +144,36 @@ describe('coalesced writes', () => {
     } finally {
       sub.unsubscribe();
       await pub.close();
+    }
+  });
+});
+
+describe('the nats.js fields Sonar reads privately', () => {
+  it('still mean what the public behaviour shows: the transport patches, the inbox prefix', async () => {
+    for (const inboxPrefix of [undefined, 'sonar.test_inbox']) {
+      const conn = await connect({
+        servers: server.url,
+        ...(inboxPrefix !== undefined && { inboxPrefix }),
+      });
+      try {
+        // The transport is where coalesceWrites expects it (false would mean a silent no-op).
+        expect(coalesceWrites(conn)).toBe(true);
+        // The prefix read privately is the one nats.js puts on a request's reply subject.
+        const seen: string[] = [];
+        const sub = nc.subscribe('inbox.test', {
+          callback: (_e, m) => {
+            seen.push(m.reply ?? '');
+            m.respond(m.data);
+          },
+        });
+        await nc.flush();
+        await conn.request('inbox.test', 'hi', { timeout: 2_000 });
+        sub.unsubscribe();
+        expect(inboxPrefixOf(conn)).toBe(inboxPrefix ?? '');
+        expect(seen[0]?.startsWith(`${inboxPrefix ?? '_INBOX'}.`)).toBe(true);
+      } finally {
+        await conn.close();
+      }
     }
   });
 });

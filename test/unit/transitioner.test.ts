@@ -1,5 +1,5 @@
 import { describe, it, expect } from 'vitest';
-import { initialTransition, transition } from 'xstate';
+import { and, initialTransition, not, or, setup, stateIn, transition } from 'xstate';
 import type { AnyStateMachine, EventFromLogic, InputFrom, SnapshotFrom } from 'xstate';
 import { createTransitioner } from '../../actors/transitioner.js';
 import type { Snap } from '../../actors/transitioner.js';
@@ -327,6 +327,49 @@ describe('createTransitioner refusals', () => {
         const got = fast.next(toSnap(snap), event);
         expect(got === null, `${event.type} in ${String(snap.value)}`).toBe(!snap.can(event));
       }
+    }
+  });
+});
+
+describe('createTransitioner on guards it can and cannot run', () => {
+  type Ev = { type: 'GO'; n: number };
+  const gated = (guard: unknown) =>
+    setup({
+      types: { context: {} as { limit: number }, events: {} as Ev },
+      guards: {
+        below: ({ event }, params: { max: number }) => event.n < params.max,
+      },
+    }).createMachine({
+      id: 'gated',
+      context: { limit: 5 },
+      initial: 'idle',
+      states: {
+        idle: { on: { GO: { guard: guard as never, target: 'done' } } },
+        done: { type: 'final' },
+      },
+    });
+
+  it('passes a guard its params, as a value or a function of the args, as XState does', () => {
+    for (const params of [
+      { max: 5 },
+      ({ context }: { context: { limit: number } }) => ({ max: context.limit }),
+    ]) {
+      const machine = gated({ type: 'below', params });
+      const t = createTransitioner(machine);
+      const [snap] = t.initial(undefined);
+      for (const n of [3, 7]) {
+        const fast = t.next(snap, { type: 'GO', n })?.[0].value ?? 'refused';
+        const [real] = transition(machine, machine.resolveState(snap as never), { type: 'GO', n });
+        expect(fast).toBe(real.value === 'done' ? 'done' : 'refused');
+      }
+      expect(t.next(snap, { type: 'GO', n: 3 })?.[0].value).toBe('done');
+      expect(t.next(snap, { type: 'GO', n: 7 })).toBeNull();
+    }
+  });
+
+  it('refuses the guard combinators instead of calling them', () => {
+    for (const guard of [and(['below']), or(['below']), not('below'), stateIn('idle')]) {
+      expect(() => createTransitioner(gated(guard))).toThrow(/gated: guard .* cannot be compiled/);
     }
   });
 });

@@ -1,5 +1,20 @@
 import type { Socket } from 'node:net';
 import type { NatsConnection } from '@nats-io/transport-node';
+import transportPackage from '@nats-io/transport-node/package.json' with { type: 'json' };
+import { assertTestedVersion } from '../actors/tested-version.js';
+
+/**
+ * Every read or patch of nats.js's private fields, in one place: another minor release may
+ * move them, so loading this module with one refuses to start (package.json pins the tested
+ * minor). transport-node pins nats-core, where the fields live, to its own version.
+ */
+export const NATS_JS_TESTED = '3.4';
+assertTestedVersion('@nats-io/transport-node', transportPackage.version, NATS_JS_TESTED);
+
+/** The connection's inbox prefix (`inboxPrefix` option, for accounts that restrict `_INBOX`). */
+export function inboxPrefixOf(nc: NatsConnection): string {
+  return (nc as { options?: { inboxPrefix?: string } }).options?.inboxPrefix ?? '';
+}
 
 /** The slice of nats.js internals this module touches (transport-node 3.4). */
 interface TransportLike {
@@ -20,11 +35,11 @@ interface TransportLike {
  *
  * nats.js replaces the transport on each reconnect, so the protocol handler's `transport`
  * property is wrapped to patch every transport it is given. When the internals do not look
- * as expected (another nats.js version), this does nothing: writes are merely not coalesced.
+ * as expected, this does nothing and returns false: writes are merely not coalesced.
  */
-export function coalesceWrites(nc: NatsConnection): void {
+export function coalesceWrites(nc: NatsConnection): boolean {
   const protocol = (nc as unknown as { protocol?: { transport?: TransportLike } }).protocol;
-  if (!protocol || typeof protocol.transport?.send !== 'function') return;
+  if (!protocol || typeof protocol.transport?.send !== 'function') return false;
   let current = patch(protocol.transport);
   Object.defineProperty(protocol, 'transport', {
     configurable: true,
@@ -34,6 +49,7 @@ export function coalesceWrites(nc: NatsConnection): void {
       current = patch(t);
     },
   });
+  return true;
 }
 
 const patched = new WeakSet<TransportLike>();
