@@ -91,6 +91,21 @@ export default tseslint.config(
     rules: { 'sonar/component-boundaries': 'error' },
   },
   {
+    // What a process reads of its environment is listed in one module: the configuration.
+    files: ['src/**'],
+    ignores: ['src/config.ts'],
+    rules: {
+      'no-restricted-properties': [
+        'error',
+        {
+          object: 'process',
+          property: 'env',
+          message: 'read settings through src/config.ts (loadProcessConfig, processEnvironment).',
+        },
+      ],
+    },
+  },
+  {
     files: ['streams/**'],
     rules: {
       'no-restricted-imports': [

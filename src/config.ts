@@ -7,6 +7,7 @@
  *
  * @module
  */
+import { delimiter } from 'node:path';
 import { z } from 'zod';
 import { PREFIX_RE } from '../streams/names.js';
 import { formatDuration, parseDuration, parseSize } from './duration.js';
@@ -827,3 +828,35 @@ export function redactConfig(config: SonarConfig): SonarConfig {
     ...(config.s3 !== undefined && { s3: { ...config.s3, secretKey: '***' } }),
   };
 }
+
+/**
+ * The process's own settings: its environment, with `overrides` (CLI flags) on top. The
+ * configuration module is the only one in `src/` that reads `process.env` (lint), so what a
+ * process reads of its environment is all listed here.
+ */
+export function loadProcessConfig(
+  overrides: Readonly<Partial<Record<string, string | number>>> = {},
+): SonarConfig {
+  return loadConfig(process.env, overrides);
+}
+
+/** The raw environment variables read outside the `SONAR_*` table, each for one reason. */
+export const processEnvironment = {
+  /** `SONAR_LOG_LEVEL`: read by the logger before any configuration is loaded. */
+  logLevel: (): string | undefined => process.env['SONAR_LOG_LEVEL'],
+  /** `SONAR_STRICT_DURABILITY`: the backend's `--strict-durability` flag as a variable. */
+  strictDurability: (): string | undefined => process.env['SONAR_STRICT_DURABILITY'],
+  /** `SONAR_DEBUG`: any non-empty value prints a failed verb's stack trace. */
+  debug: (): boolean => Boolean(process.env['SONAR_DEBUG']),
+  /** `NO_COLOR` (no-color.org): any non-empty value turns the terminal's colours off. */
+  noColor: (): boolean => Boolean(process.env['NO_COLOR']),
+  /** `NATS_SERVER_BIN`: the nats-server binary `sonar dev` starts. */
+  natsServerBin: (): string | undefined => process.env['NATS_SERVER_BIN'],
+  /** `PATH`, as the directories it lists. */
+  searchPath: (): string[] => (process.env['PATH'] ?? '').split(delimiter),
+  /** What a child process inherits: this environment with `extra` on top. */
+  forChild: (extra: Readonly<Record<string, string>> = {}): NodeJS.ProcessEnv => ({
+    ...process.env,
+    ...extra,
+  }),
+};

@@ -5,6 +5,7 @@
  * @module
  */
 import { pino } from 'pino';
+import { processEnvironment } from './config.js';
 
 /** Fields a log line may carry, e.g. `runId taskId attemptId workerId subject seq`. */
 export type LogMeta = Record<string, unknown>;
@@ -55,9 +56,9 @@ const isLogLevel = (value: string): value is LogLevel =>
  */
 export function createLogger(opts: LoggerOptions = {}): Logger {
   const fromEnv = opts.level === undefined;
-  const level = (opts.level ?? process.env['SONAR_LOG_LEVEL'] ?? 'info').trim().toLowerCase();
+  const level = (opts.level ?? processEnvironment.logLevel() ?? 'info').trim().toLowerCase();
   if (!isLogLevel(level)) {
-    const shown = JSON.stringify(opts.level ?? process.env['SONAR_LOG_LEVEL']);
+    const shown = JSON.stringify(opts.level ?? processEnvironment.logLevel());
     throw new Error(
       `${fromEnv ? 'SONAR_LOG_LEVEL: ' : ''}${shown} is not a log level (one of ${logLevels.join(', ')})`,
     );

@@ -1,7 +1,7 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { names } from '../../streams/names.js';
 import type { Names } from '../../streams/names.js';
-import { loadConfig } from '../config.js';
+import { loadProcessConfig } from '../config.js';
 import type { SonarConfig } from '../config.js';
 import { connectNats } from '../nats.js';
 import type { ConnectionLife } from '../nats.js';
@@ -29,7 +29,7 @@ export async function withConnection<T>(
   fn: (ctx: CliContext) => Promise<T>,
   life: ConnectionLife = 'one-shot',
 ): Promise<T> {
-  const config = loadConfig(process.env, {
+  const config = loadProcessConfig({
     ...(flags.server ? { SONAR_NATS_URL: flags.server } : {}),
     ...(flags.prefix ? { SONAR_PREFIX: flags.prefix } : {}),
   });

@@ -5,7 +5,7 @@ import { mkdir } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { Backend } from '../backend/backend.js';
 import { defaultParts } from '../default-parts.js';
-import { loadConfig } from '../config.js';
+import { loadProcessConfig } from '../config.js';
 import type { SonarConfig } from '../config.js';
 import { createLogger } from '../log.js';
 import { ApiClient } from '../worker/api-client.js';
@@ -77,7 +77,7 @@ export async function startDevStack(opts: DevStackOptions = {}): Promise<DevStac
     for (const u of undo.reverse()) await u().catch(() => {});
   };
   try {
-    const config = loadConfig(process.env, {
+    const config = loadProcessConfig({
       ...(opts.fast ? FAST_SETTINGS : {}),
       ...opts.overrides,
       SONAR_NATS_URL: nats.url,

@@ -10,9 +10,10 @@ import type { ChildProcess } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { access, constants, mkdir, mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { delimiter, isAbsolute, join, resolve } from 'node:path';
+import { isAbsolute, join, resolve } from 'node:path';
 import type { Socket } from 'node:net';
 import { setTimeout as delay } from 'node:timers/promises';
+import { processEnvironment } from '../config.js';
 
 export interface NatsServerOptions {
   /** Extra command-line arguments, appended last (so they win over the defaults). */
@@ -97,19 +98,19 @@ async function isExecutable(path: string): Promise<boolean> {
 
 /** `NATS_SERVER_BIN` if set, else `nats-server` on PATH, else the usual install dirs. */
 export async function resolveNatsServerBinary(): Promise<string> {
-  const override = process.env['NATS_SERVER_BIN'];
+  const override = processEnvironment.natsServerBin();
   if (override !== undefined && override !== '') {
     if (override.includes('/')) {
       const path = isAbsolute(override) ? override : resolve(override);
       if (await isExecutable(path)) return path;
       throw new Error(`${NATS_SERVER_NOT_FOUND}; NATS_SERVER_BIN='${override}' is not executable`);
     }
-    for (const dir of (process.env['PATH'] ?? '').split(delimiter)) {
+    for (const dir of processEnvironment.searchPath()) {
       if (dir !== '' && (await isExecutable(join(dir, override)))) return join(dir, override);
     }
     throw new Error(`${NATS_SERVER_NOT_FOUND}; NATS_SERVER_BIN='${override}' is not on PATH`);
   }
-  const dirs = [...(process.env['PATH'] ?? '').split(delimiter), ...FALLBACK_DIRS];
+  const dirs = [...processEnvironment.searchPath(), ...FALLBACK_DIRS];
   for (const dir of dirs) {
     if (dir !== '' && (await isExecutable(join(dir, 'nats-server')))) {
       return join(dir, 'nats-server');

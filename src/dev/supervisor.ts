@@ -8,6 +8,7 @@ import { hostToken, newId } from '../ids.js';
 import type { Logger } from '../log.js';
 import { silentLogger } from '../log.js';
 import type { ApiClient } from '../worker/api-client.js';
+import { processEnvironment } from '../config.js';
 
 /** `bin/sonar.js`: children run the same CLI as the supervisor. */
 export const SONAR_BIN = fileURLToPath(new URL('../../bin/sonar.js', import.meta.url));
@@ -199,7 +200,7 @@ export class Supervisor {
     // kernel closes the channel, and `sonar worker` drains on its 'disconnect', as on SIGTERM,
     // instead of running on with nobody to report it. Nothing is sent over it.
     const child = spawn(process.execPath, args, {
-      env: { ...process.env, ...this.opts.env },
+      env: processEnvironment.forChild(this.opts.env),
       stdio: ['ignore', fd, fd, 'ipc'],
       detached: true,
     });

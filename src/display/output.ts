@@ -1,5 +1,5 @@
 import { isSonarError, ErrorCode } from '../../actors/errors.js';
-import { isConfigError } from '../config.js';
+import { isConfigError, processEnvironment } from '../config.js';
 
 /** A usage mistake: exit 2, like a validation error. */
 export class UsageError extends Error {
@@ -41,7 +41,7 @@ export function reportError(err: unknown, json = false): number {
     process.stdout.write(`${JSON.stringify({ error: { code, message, details } })}\n`);
   }
   process.stderr.write(`sonar: ${message}\n`);
-  if (process.env.SONAR_DEBUG && err instanceof Error && err.stack) {
+  if (processEnvironment.debug() && err instanceof Error && err.stack) {
     process.stderr.write(`${err.stack}\n`);
   }
   return exitCodeOf(err);
@@ -62,7 +62,7 @@ export async function writeOut(text: string): Promise<void> {
   });
 }
 
-export const isTty = (): boolean => Boolean(process.stdout.isTTY) && !process.env.NO_COLOR;
+export const isTty = (): boolean => Boolean(process.stdout.isTTY) && !processEnvironment.noColor();
 
 const codes = { dim: 2, red: 31, green: 32, yellow: 33, blue: 34, magenta: 35, cyan: 36 } as const;
 export type Color = keyof typeof codes;

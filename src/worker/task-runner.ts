@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { constants } from 'node:os';
 import { outputSizeProblem } from '../limits.js';
 import { CommandFailedError } from './errors.js';
+import { processEnvironment } from '../config.js';
 
 /** Options of {@link runCommand}. */
 export interface RunCommandOptions {
@@ -43,7 +44,7 @@ export function runCommand(argv: string[], opts: RunCommandOptions): Promise<Uin
   const tailBytes = opts.stderrTailBytes ?? 4096;
   return new Promise<Uint8Array>((resolve, reject) => {
     const child = spawn(file, args, {
-      env: { ...process.env, ...opts.env },
+      env: processEnvironment.forChild(opts.env),
       stdio: ['pipe', 'pipe', 'pipe'],
       detached: true,
     });

@@ -87,23 +87,23 @@ describe('judgeDurability', () => {
 
 describe('strictDurabilityOf', () => {
   it('the flag wins over the environment', () => {
-    expect(strictDurabilityOf({ SONAR_STRICT_DURABILITY: '0' }, true)).toBe(true);
+    expect(strictDurabilityOf('0', true)).toBe(true);
   });
 
   it('reads the usual boolean spellings', () => {
     for (const on of ['1', 'true', 'YES', ' on ']) {
-      expect(strictDurabilityOf({ SONAR_STRICT_DURABILITY: on }, undefined)).toBe(true);
+      expect(strictDurabilityOf(on, undefined)).toBe(true);
     }
     for (const off of ['', '0', 'false', 'no', 'off']) {
-      expect(strictDurabilityOf({ SONAR_STRICT_DURABILITY: off }, undefined)).toBe(false);
+      expect(strictDurabilityOf(off, undefined)).toBe(false);
     }
-    expect(strictDurabilityOf({}, undefined)).toBe(false);
+    expect(strictDurabilityOf(undefined, undefined)).toBe(false);
   });
 
   it('refuses anything else, naming the variable', () => {
     let err: unknown;
     try {
-      strictDurabilityOf({ SONAR_STRICT_DURABILITY: 'maybe' }, undefined);
+      strictDurabilityOf('maybe', undefined);
     } catch (e: unknown) {
       err = e;
     }

@@ -182,11 +182,11 @@ export async function checkDurability(
 
 /** `SONAR_STRICT_DURABILITY`: `1`/`true`/`yes`/`on` turn it on; the CLI flag wins when given. */
 export function strictDurabilityOf(
-  env: Readonly<Record<string, string | undefined>>,
+  variable: string | undefined,
   flag: boolean | undefined,
 ): boolean {
   if (flag !== undefined) return flag;
-  const raw = env['SONAR_STRICT_DURABILITY']?.trim().toLowerCase() ?? '';
+  const raw = variable?.trim().toLowerCase() ?? '';
   if (raw === '' || ['0', 'false', 'no', 'off'].includes(raw)) return false;
   if (['1', 'true', 'yes', 'on'].includes(raw)) return true;
   throw new SonarError(

@@ -3,7 +3,12 @@ import { Backend } from '../../backend/backend.js';
 import { defaultParts } from '../../default-parts.js';
 import { strictDurabilityOf } from '../../backend/storage/index.js';
 import { serveUntilSignal } from '../../backend/serve-until-signal.js';
-import { configFlag, configVariables, loadConfig } from '../../config.js';
+import {
+  configFlag,
+  configVariables,
+  loadProcessConfig,
+  processEnvironment,
+} from '../../config.js';
 import { assertHttpExposure } from '../../http/exposure.js';
 import { configHelp } from '../config-help.js';
 import { reportError } from '../../display/output.js';
@@ -24,7 +29,7 @@ export function registerBackend(program: Command): void {
     'refuse to start when the event log is not stored durably (SONAR_STRICT_DURABILITY)',
   );
   cmd.action(async (flags: Record<string, string | undefined>) => {
-    const config = loadConfig(process.env, {
+    const config = loadProcessConfig({
       ...flags,
       ...(flags['server'] !== undefined && { SONAR_NATS_URL: flags['server'] }),
     });
@@ -32,7 +37,7 @@ export function registerBackend(program: Command): void {
     assertHttpExposure(config);
     // A boolean flag among the string-valued SONAR_* ones (commander gives `true` or nothing).
     const flag = (flags as { strictDurability?: boolean }).strictDurability;
-    const strictDurability = strictDurabilityOf(process.env, flag);
+    const strictDurability = strictDurabilityOf(processEnvironment.strictDurability(), flag);
     // A failed start (e.g. refused by --strict-durability) leaves its half-made connection
     // open, which would keep the process alive after the error: exit, so a supervisor sees it.
     const backend = await Backend.start({ config, parts: defaultParts, strictDurability }).catch(

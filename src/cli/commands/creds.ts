@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import type { Command } from 'commander';
 import { CREDENTIAL_FILE_USES, initCredentials } from '../../auth/creds-init.js';
-import { loadConfig } from '../../config.js';
+import { loadProcessConfig } from '../../config.js';
 
 /**
  * `sonar creds init DIR [--prefix P] [--resolver-dir PATH]`: the keys, JWTs and creds files
@@ -23,7 +23,7 @@ export function registerCreds(program: Command): void {
     .option('--json', 'print {dir, accountPublicKey, files: [{file, path, use}]}')
     .action(
       async (dir: string, opts: { prefix?: string; resolverDir?: string; json?: boolean }) => {
-        const config = loadConfig(process.env, opts.prefix ? { SONAR_PREFIX: opts.prefix } : {});
+        const config = loadProcessConfig(opts.prefix ? { SONAR_PREFIX: opts.prefix } : {});
         const { credentials, paths } = await initCredentials(dir, {
           prefix: config.prefix,
           ...(opts.resolverDir !== undefined && { resolverDir: opts.resolverDir }),

@@ -19,6 +19,7 @@ import { createOutputStore } from '../../storage/create-output-store.js';
 import { withConnection } from '../context.js';
 import type { CliContext, ConnectionFlags } from '../context.js';
 import { writeOut } from '../../display/output.js';
+import { processEnvironment } from '../../config.js';
 
 interface SweepFlags extends ConnectionFlags {
   json?: boolean;
@@ -31,7 +32,7 @@ interface SweepFlags extends ConnectionFlags {
  */
 async function sweepContext(cli: CliContext): Promise<BackendContext> {
   const { nc, names, config } = cli;
-  const log = createLogger({ level: process.env['SONAR_LOG_LEVEL'] ?? 'warn' });
+  const log = createLogger({ level: processEnvironment.logLevel() ?? 'warn' });
   const jsm = await jetstreamManager(nc);
   const store = new EventStore(nc, names);
   const loop = new ProjectionLoop(store, log.child({ component: 'projection' }));

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { loadConfig } from '../../config.js';
+import { loadProcessConfig } from '../../config.js';
 import { createLogger } from '../../log.js';
 import { DEFAULT_MAX_PAYLOAD, maxSlotsFor } from '../../pulse-size.js';
 import { formatCommandPolicy } from '../../worker/command-policy.js';
@@ -65,7 +65,7 @@ export function registerWorker(program: Command): void {
         .split(',')
         .map((t) => t.trim())
         .filter((t) => t !== '');
-      const config = loadConfig(process.env, {
+      const config = loadProcessConfig({
         SONAR_NATS_URL: flags.server,
         SONAR_PREFIX: flags.prefix,
         SONAR_DRAIN_GRACE: flags.drainGrace,

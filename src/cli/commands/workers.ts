@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { assertId } from '../../../actors/ids.js';
 import { names } from '../../../streams/names.js';
-import { loadConfig } from '../../config.js';
+import { loadProcessConfig } from '../../config.js';
 import { Supervisor } from '../../dev/supervisor.js';
 import type { SupervisorEvent } from '../../dev/supervisor.js';
 import { createLogger } from '../../log.js';
@@ -87,7 +87,7 @@ export function registerWorkers(program: Command): void {
       const count = wholeNumber('--count', flags.count);
       const slots = wholeNumber('--slots', flags.slots);
       const tags = parseTags('--tags', flags.tags);
-      const config = loadConfig(process.env, {
+      const config = loadProcessConfig({
         SONAR_NATS_URL: flags.server,
         SONAR_PREFIX: flags.prefix,
       });
