@@ -232,4 +232,40 @@ describe('dashboard in a browser', () => {
     expect(b.ctx.loop.projection.tasks.get('stuck.g1')?.snapshot.value).toBe('Cancelled');
     expect(pageErrors).toEqual([]);
   });
+
+  it('the Events page tails live, holds new events while paused, and shows them on resume', async (ctx) => {
+    ctx.skip(skipReason !== null, skipReason ?? '');
+    await page.goto(`${b.url}/events`);
+    await page.locator('#live.on').waitFor({ timeout: UI_TIMEOUT });
+    const submitted = page.locator('#event-rows tr[data-type="RunSubmitted"]');
+    const before = await submitted.count();
+
+    // Markup in an event's data (a cancel reason) arrives as text: rows use textContent.
+    await client.submit({
+      runId: 'tail1',
+      steps: [{ id: 's', tags: ['gpu'], tasks: [{ id: 'x', input: {} }] }],
+    });
+    await expect.poll(() => submitted.count(), { timeout: UI_TIMEOUT }).toBe(before + 1);
+    await client.cancel('tail1', { reason: '<i>hi</i>' });
+    await expect
+      .poll(() => page.locator('#event-rows').textContent(), { timeout: UI_TIMEOUT })
+      .toContain('<i>hi</i>');
+    expect(await page.locator('#event-rows i', { hasText: 'hi' }).count()).toBe(0);
+
+    await page.locator('#pause').click();
+    expect(await page.locator('#pause').textContent()).toBe('Resume');
+    await client.submit({
+      runId: 'tail2',
+      steps: [{ id: 's', tags: ['gpu'], tasks: [{ id: 'y', input: {} }] }],
+    });
+    await expect
+      .poll(() => page.locator('#tail-status').textContent(), { timeout: UI_TIMEOUT })
+      .toMatch(/^\d+ new while paused$/);
+    expect(await submitted.count()).toBe(before + 1);
+
+    await page.locator('#pause').click();
+    expect(await submitted.count()).toBe(before + 2);
+    expect(await page.locator('#tail-status').textContent()).toBe('');
+    expect(pageErrors).toEqual([]);
+  });
 });
