@@ -60,6 +60,8 @@ export class Pulse {
   private queued = false;
   /** The key was put back after it vanished, and the backend has not yet said `joined`. */
   private unconfirmed = false;
+  /** See {@link Pulse.start}. */
+  private firstBy = Infinity;
 
   constructor(
     private readonly kv: KV,
@@ -70,13 +72,21 @@ export class Pulse {
     private readonly standing: () => Promise<Standing> = () => Promise.resolve('gone'),
   ) {}
 
-  /** Puts the entry now, then every interval. */
-  async start(): Promise<void> {
+  /**
+   * Puts the entry now, then every interval. `firstBy` (a `performance.now()` time): when the
+   * first put lands later than that, the worker asks its standing as for a key put back.
+   * The first put has no revision to compare against, so a worker stalled between its join
+   * and its first pulse, long enough to be declared Lost, would otherwise put its key over
+   * the backend's delete (or after that marker expired) and pulse on, Lost and never told.
+   */
+  async start(firstBy = Infinity): Promise<void> {
     if (this.timer) return; // started already: one loop of puts, never two
+    this.firstBy = firstBy;
     // The first put may wait longer: no later pulse queues behind it, and a server slow to
     // answer a worker's first write (a loaded machine, a node just elected) must not end
     // the worker before it ever served.
     await this.beat(FIRST_PULSE_BOUND_MS);
+    if (this.closed) return; // the first pulse learnt that the worker is gone
     this.timer = setInterval(() => {
       if (this.queued) return;
       this.queued = true;
@@ -118,15 +128,17 @@ export class Pulse {
     const workerId = this.entry().workerId;
     if (this.revision === null) {
       const revision = await this.kv.put(workerId, this.value());
-      if (this.current(gen)) this.revision = revision;
-      return;
-    }
-    try {
-      const revision = await this.kv.update(workerId, this.value(), this.revision);
-      if (this.current(gen)) this.revision = revision;
-    } catch (err: unknown) {
-      if (!isWrongLastSequence(err)) throw err;
-      if (this.current(gen)) await this.reconcile(workerId, gen);
+      if (!this.current(gen)) return;
+      this.revision = revision;
+      if (performance.now() > this.firstBy) this.unconfirmed = true;
+    } else {
+      try {
+        const revision = await this.kv.update(workerId, this.value(), this.revision);
+        if (this.current(gen)) this.revision = revision;
+      } catch (err: unknown) {
+        if (!isWrongLastSequence(err)) throw err;
+        if (this.current(gen)) await this.reconcile(workerId, gen);
+      }
     }
     if (this.unconfirmed && this.current(gen)) await this.confirm(workerId);
   }

@@ -192,6 +192,7 @@ export class Worker {
       this.instanceId =
         (await imds.get('/latest/meta-data/instance-id').catch(() => null)) ?? undefined;
     }
+    const joinSentAt = performance.now();
     const reply = await this.api.request<'join', JoinReply>('join', this.joinRequest(), {
       signal: this.lifecycle.signal,
     });
@@ -210,7 +211,10 @@ export class Worker {
       },
       () => this.standing(),
     );
-    await this.pulse.start();
+    // A backend may declare a worker whose key is missing a pulse TTL after its join Lost:
+    // a first pulse later than half of that (a margin for clock skew between backends)
+    // asks whether it still counts as joined.
+    await this.pulse.start(joinSentAt + reply.pulseTtlMs / 2);
     // Back from an outage: pulse now, not up to an interval later, so the registry key that
     // expired meanwhile is back well within the pulse TTL the reconciler waits after it.
     void (async () => {

@@ -1,0 +1,80 @@
+import { Kvm } from '@nats-io/kv';
+import { connect } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { silentLogger } from '../../src/log.js';
+import { KeyVanishedError, Pulse } from '../../src/worker/pulse.js';
+import type { PulseEntry, Standing } from '../../src/worker/pulse.js';
+import { startNatsServer } from '../helpers/nats-server.js';
+import type { NatsServer } from '../helpers/nats-server.js';
+import { freshTopology } from '../helpers/topology.js';
+
+let server: NatsServer;
+let nc: NatsConnection;
+
+beforeAll(async () => {
+  server = await startNatsServer();
+  nc = await connect({ servers: server.url });
+});
+afterAll(async () => {
+  await nc?.close();
+  await server?.stop();
+});
+
+const entry = (workerId: string): PulseEntry => ({
+  workerId,
+  host: 'h',
+  tags: ['a'],
+  slots: 1,
+  active: true,
+  running: [],
+});
+
+/** A pulse on a fresh bucket whose standing answers `answer`, counting the questions. */
+async function pulseOf(workerId: string, answer: Standing) {
+  const n = await freshTopology(nc);
+  const kv = await new Kvm(nc).open(n.buckets.workers);
+  const seen = { asked: 0, vanished: [] as KeyVanishedError[] };
+  const pulse = new Pulse(
+    kv,
+    () => entry(workerId),
+    60_000,
+    silentLogger,
+    (err) => seen.vanished.push(err),
+    () => {
+      seen.asked++;
+      return Promise.resolve(answer);
+    },
+  );
+  return { kv, pulse, seen };
+}
+
+describe('a worker whose first pulse lands late', () => {
+  it('asks its standing, and stops when the backend says it is gone', async () => {
+    const { kv, pulse, seen } = await pulseOf('late1', 'gone');
+    // As a backend that declared the worker Lost leaves it: a delete marker on the key.
+    await kv.delete('late1');
+    await pulse.start(performance.now() - 1);
+    expect(seen.asked).toBe(1);
+    expect(seen.vanished).toHaveLength(1);
+    expect(seen.vanished[0]?.message).toMatch(/worker late1 is Lost/);
+    pulse.stop();
+  });
+
+  it('carries on when the backend says it is still joined', async () => {
+    const { kv, pulse, seen } = await pulseOf('late2', 'joined');
+    await pulse.start(performance.now() - 1);
+    expect(seen.asked).toBe(1);
+    expect(seen.vanished).toEqual([]);
+    expect((await kv.get('late2'))?.operation).toBe('PUT');
+    pulse.stop();
+  });
+
+  it('a first pulse in time asks nothing', async () => {
+    const { pulse, seen } = await pulseOf('prompt', 'gone');
+    await pulse.start(performance.now() + 60_000);
+    expect(seen.asked).toBe(0);
+    expect(seen.vanished).toEqual([]);
+    pulse.stop();
+  });
+});
