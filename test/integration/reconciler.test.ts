@@ -132,7 +132,10 @@ describe('ReconcilerLoop', () => {
     ).toHaveLength(1);
     await keepPulsing('g1', { tags: ['gpu'], slots: 1 });
     await eventually(() => stateOf('r1.t0')?.value === 'Published');
-    const flags = await eventsOfType(b.ctx, subjects.step('r1', 's1'), 'StepStarved', 'StepServed');
+    // The pass places first, then flags: StepServed follows the publish.
+    const steps = () => eventsOfType(b.ctx, subjects.step('r1', 's1'), 'StepStarved', 'StepServed');
+    await eventually(async () => (await steps()).length >= 2, { message: 'StepServed' });
+    const flags = await steps();
     expect(flags.map((e) => e.type)).toEqual(['StepStarved', 'StepServed']);
     expect(flags[0]!.data).toEqual({ tags: ['gpu'] });
   });
