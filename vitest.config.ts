@@ -15,9 +15,6 @@ export default defineConfig({
           pool: 'forks',
           hookTimeout: 30_000,
           testTimeout: 60_000,
-          // Real processes and signals on 2 shared cores: a test that loses a timing race to
-          // the load gets one more try. Retries show in the report; a real bug fails twice.
-          retry: 1,
         },
       },
       {
