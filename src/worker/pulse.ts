@@ -74,7 +74,8 @@ export class Pulse {
 
   /**
    * Puts the entry now, then every interval. `firstBy` (a `performance.now()` time): when the
-   * first put lands later than that, the worker asks its standing as for a key put back.
+   * first put lands later than that, the next beat asks the worker's standing as for a key
+   * put back.
    * The first put has no revision to compare against, so a worker stalled between its join
    * and its first pulse, long enough to be declared Lost, would otherwise put its key over
    * the backend's delete (or after that marker expired) and pulse on, Lost and never told.
@@ -86,7 +87,7 @@ export class Pulse {
     // answer a worker's first write (a loaded machine, a node just elected) must not end
     // the worker before it ever served.
     await this.beat(FIRST_PULSE_BOUND_MS);
-    if (this.closed) return; // the first pulse learnt that the worker is gone
+    if (this.closed) return; // removed meanwhile
     this.timer = setInterval(() => {
       if (this.queued) return;
       this.queued = true;
@@ -130,7 +131,10 @@ export class Pulse {
       const revision = await this.kv.put(workerId, this.value());
       if (!this.current(gen)) return;
       this.revision = revision;
+      // Asked at the next beat, not within the first put's bound: a backend slow to answer
+      // (restarting, which may be why the join was slow) must not fail the worker's start.
       if (performance.now() > this.firstBy) this.unconfirmed = true;
+      return;
     } else {
       try {
         const revision = await this.kv.update(workerId, this.value(), this.revision);
@@ -157,7 +161,7 @@ export class Pulse {
     if (this.closed) return;
     this.unconfirmed = false;
     if (answer === 'joined') {
-      this.log.info('registry key put back after an outage: still joined, carrying on');
+      this.log.info('registry key put back, or first pulse late: still joined, carrying on');
       return;
     }
     this.closed = true;

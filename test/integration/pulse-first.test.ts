@@ -30,8 +30,8 @@ const entry = (workerId: string): PulseEntry => ({
   running: [],
 });
 
-/** A pulse on a fresh bucket whose standing answers `answer`, counting the questions. */
-async function pulseOf(workerId: string, answer: Standing) {
+/** A pulse on a fresh bucket whose standing answers `answers` in turn, counting the questions. */
+async function pulseOf(workerId: string, ...answers: (Standing | Error)[]) {
   const n = await freshTopology(nc);
   const kv = await new Kvm(nc).open(n.buckets.workers);
   const seen = { asked: 0, vanished: [] as KeyVanishedError[] };
@@ -42,8 +42,8 @@ async function pulseOf(workerId: string, answer: Standing) {
     silentLogger,
     (err) => seen.vanished.push(err),
     () => {
-      seen.asked++;
-      return Promise.resolve(answer);
+      const answer = answers[Math.min(seen.asked++, answers.length - 1)]!;
+      return answer instanceof Error ? Promise.reject(answer) : Promise.resolve(answer);
     },
   );
   return { kv, pulse, seen };
@@ -54,7 +54,10 @@ describe('a worker whose first pulse lands late', () => {
     const { kv, pulse, seen } = await pulseOf('late1', 'gone');
     // As a backend that declared the worker Lost leaves it: a delete marker on the key.
     await kv.delete('late1');
+    // The first put is not held up by the question: the next beat asks it.
     await pulse.start(performance.now() - 1);
+    expect(seen.asked).toBe(0);
+    await pulse.beat();
     expect(seen.asked).toBe(1);
     expect(seen.vanished).toHaveLength(1);
     expect(seen.vanished[0]?.message).toMatch(/worker late1 is Lost/);
@@ -64,15 +67,30 @@ describe('a worker whose first pulse lands late', () => {
   it('carries on when the backend says it is still joined', async () => {
     const { kv, pulse, seen } = await pulseOf('late2', 'joined');
     await pulse.start(performance.now() - 1);
+    await pulse.beat();
+    await pulse.beat();
     expect(seen.asked).toBe(1);
     expect(seen.vanished).toEqual([]);
     expect((await kv.get('late2'))?.operation).toBe('PUT');
     pulse.stop();
   });
 
+  it('a question left unanswered is asked again at the next beat', async () => {
+    const { pulse, seen } = await pulseOf('late3', new Error('no backend answered'), 'gone');
+    await pulse.start(performance.now() - 1);
+    await pulse.beat();
+    expect(seen.asked).toBe(1);
+    expect(seen.vanished).toEqual([]);
+    await pulse.beat();
+    expect(seen.asked).toBe(2);
+    expect(seen.vanished).toHaveLength(1);
+    pulse.stop();
+  });
+
   it('a first pulse in time asks nothing', async () => {
     const { pulse, seen } = await pulseOf('prompt', 'gone');
     await pulse.start(performance.now() + 60_000);
+    await pulse.beat();
     expect(seen.asked).toBe(0);
     expect(seen.vanished).toEqual([]);
     pulse.stop();
