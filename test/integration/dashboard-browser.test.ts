@@ -252,16 +252,31 @@ describe('dashboard in a browser', () => {
       .toContain('<i>hi</i>');
     expect(await page.locator('#event-rows i', { hasText: 'hi' }).count()).toBe(0);
 
+    // Every stored event on the page first (the cancel's last events may still be coming),
+    // so that what arrives while paused is tail2's.
+    const lastSeq = async () =>
+      (await b.ctx.jsm.streams.info(b.ctx.names.streams.events)).state.last_seq;
+    const shownSeq = async () =>
+      Number(await page.locator('#event-rows tr').first().getAttribute('data-seq'));
+    const settled = await lastSeq();
+    await expect.poll(shownSeq, { timeout: UI_TIMEOUT }).toBe(settled);
+
     await page.locator('#pause').click();
     expect(await page.locator('#pause').textContent()).toBe('Resume');
     await client.submit({
       runId: 'tail2',
       steps: [{ id: 's', tags: ['gpu'], tasks: [{ id: 'y', input: {} }] }],
     });
+    // Held, all of them: the count says so, and none is on the page.
+    const added = (await lastSeq()) - settled;
     await expect
-      .poll(() => page.locator('#tail-status').textContent(), { timeout: UI_TIMEOUT })
-      .toMatch(/^\d+ new while paused$/);
+      .poll(async () => Number((await page.locator('#tail-status').textContent())?.split(' ')[0]), {
+        timeout: UI_TIMEOUT,
+      })
+      .toBeGreaterThanOrEqual(added);
+    expect(await page.locator('#tail-status').textContent()).toMatch(/^\d+ new while paused$/);
     expect(await submitted.count()).toBe(before + 1);
+    expect(await shownSeq()).toBe(settled);
 
     await page.locator('#pause').click();
     expect(await submitted.count()).toBe(before + 2);

@@ -1,6 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { DashboardAuth } from './auth.js';
-import { APP_JS } from './assets/app-js.js';
+import { appJs } from './assets/app-js.js';
+import type { Asset } from './assets/asset.js';
 import { STYLE_CSS } from './assets/style-css.js';
 import type { DashboardData } from './dashboard-data.js';
 import { html } from './html.js';
@@ -44,9 +45,13 @@ function streamUrl(params: Record<string, string | number | undefined>): string 
   return `/api/stream?${q.toString()}`;
 }
 
-/** Long-lived assets: the ETag is the content's hash, so a new version is fetched at once. */
-function asset(body: { text: string; etag: string }, type: string) {
+/**
+ * Long-lived assets: the ETag is the content's hash, so a new version is fetched at once.
+ * `body` may be made on the first request (the script is transpiled then, not at import).
+ */
+function asset(of: Asset | (() => Asset), type: string) {
   return ({ req, res }: RouteContext) => {
+    const body = typeof of === 'function' ? of() : of;
     if (req.headers['if-none-match'] === body.etag) {
       res.writeHead(304, { etag: body.etag });
       res.end();
@@ -73,7 +78,7 @@ export function pageRoutes(router: Router, deps: PageDeps): void {
 
   router
     .get('/assets/style.css', asset(STYLE_CSS, 'text/css; charset=utf-8'))
-    .get('/assets/app.js', asset(APP_JS, 'text/javascript; charset=utf-8'))
+    .get('/assets/app.js', asset(appJs, 'text/javascript; charset=utf-8'))
     .get('/', async (rc) => {
       const stream = streamUrl({ mode: 'changes', registry: 1 });
       page(
