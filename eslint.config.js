@@ -103,6 +103,16 @@ export default tseslint.config(
           message: 'read settings through src/config.ts (loadProcessConfig, processEnvironment).',
         },
       ],
+      'no-restricted-imports': [
+        'error',
+        {
+          paths: ['process', 'node:process'].map((name) => ({
+            name,
+            importNames: ['env'],
+            message: 'read settings through src/config.ts (loadProcessConfig, processEnvironment).',
+          })),
+        },
+      ],
     },
   },
   {

@@ -16,7 +16,9 @@ export interface PlacementWaitOptions {
  * Runs `provision` until the cluster can place the streams' replicas. A cluster that is still
  * forming, or has a node down, answers "no suitable peers for placement"; the backend waits
  * for it, saying so on every try, as it waits for a server that is down, instead of exiting
- * into a restart loop. Any other error is thrown.
+ * into a restart loop. The same answer comes for a replica count above the cluster's size or
+ * its servers' room, which no wait mends: the warning names the setting for the operator.
+ * Any other error is thrown.
  */
 export async function whenPlaceable<T>(
   provision: () => Promise<T>,
@@ -30,7 +32,7 @@ export async function whenPlaceable<T>(
     } catch (err: unknown) {
       if (!isNoPlacementApiError(err)) throw err;
       opts.log.warn(
-        'JetStream cannot place the streams yet: fewer servers are up than SONAR_REPLICAS asks for; waiting',
+        'JetStream cannot place the streams yet (no suitable peers): fewer servers up, or with room, than SONAR_REPLICAS asks for; waiting',
         { replicas: opts.replicas, attempt, retryInMs: pauseMs, error: err.message },
       );
       await sleep(pauseMs);
