@@ -17,6 +17,9 @@ export type LiveEntry = RegistryEntry;
  * Reads `sonar_workers`. On 2.9 a watcher sees nothing when a key expires by TTL, so the
  * reconciler reads the whole bucket every tick: a key that is there is live.
  */
+/** How long the first key listing may take before a fresh one is made (see `listKeys`). */
+const LISTING_ATTEMPT_MS = 2_000;
+
 export class Registry {
   private constructor(readonly kv: KV) {}
 
@@ -36,25 +39,41 @@ export class Registry {
    * while a node rejoined came back without any key, and six live workers were declared Lost.
    */
   async live(expected: Iterable<string> = [], timeoutMs = 10_000): Promise<LiveEntry[]> {
-    const keys = await this.kv.keys();
-    const timer = setTimeout(
-      () => keys.stop(new Error(`registry listing took more than ${timeoutMs} ms`)),
-      timeoutMs,
-    );
-    const listed = new Set<string>();
-    const reads: Promise<LiveEntry | null>[] = [];
-    try {
-      for await (const key of keys) {
-        listed.add(key);
-        reads.push(this.read(key));
-      }
-    } finally {
-      clearTimeout(timer);
+    const deadline = performance.now() + timeoutMs;
+    let listed: Set<string> | null = null;
+    // Each try may take twice as long as the one before: a slow listing still ends.
+    for (let boundMs = LISTING_ATTEMPT_MS; listed === null; boundMs *= 2) {
+      const leftMs = deadline - performance.now();
+      if (leftMs <= 0) throw new Error(`registry listing took more than ${timeoutMs} ms`);
+      listed = await this.listKeys(Math.min(leftMs, boundMs));
     }
+    const reads = [...listed].map((key) => this.read(key));
     for (const id of expected) if (!listed.has(id)) reads.push(this.read(id));
     const out = (await Promise.all(reads)).filter((e): e is LiveEntry => e !== null);
     out.sort((a, b) => (a.workerId < b.workerId ? -1 : a.workerId > b.workerId ? 1 : 0));
     return out;
+  }
+
+  /**
+   * One listing of the keys, or null when it did not end within `boundMs`. nats.js ends a
+   * listing at the message that says nothing is pending after it, counting what is pending
+   * when its consumer is made; a key that expires after that and before its delivery is
+   * never delivered, and that listing would wait for good. A fresh listing counts afresh.
+   */
+  private async listKeys(boundMs: number): Promise<Set<string> | null> {
+    const keys = await this.kv.keys();
+    let stalled = false;
+    const timer = setTimeout(() => {
+      stalled = true;
+      keys.stop();
+    }, boundMs);
+    const listed = new Set<string>();
+    try {
+      for await (const key of keys) listed.add(key);
+    } finally {
+      clearTimeout(timer);
+    }
+    return stalled ? null : listed;
   }
 
   /** One key's entry, or null when it is gone, deleted or unreadable. */
