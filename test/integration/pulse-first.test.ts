@@ -1,25 +1,12 @@
 import { Kvm } from '@nats-io/kv';
-import { connect } from '@nats-io/transport-node';
-import type { NatsConnection } from '@nats-io/transport-node';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { silentLogger } from '../../src/log.js';
 import { Pulse } from '../../src/worker/pulse.js';
 import type { PulseEntry, Standing, KeyVanishedError } from '../../src/worker/pulse.js';
-import { startNatsServer } from '../helpers/nats-server.js';
-import type { NatsServer } from '../helpers/nats-server.js';
+import { serverPerFile } from '../helpers/server-per-file.js';
 import { freshTopology } from '../helpers/topology.js';
 
-let server: NatsServer;
-let nc: NatsConnection;
-
-beforeAll(async () => {
-  server = await startNatsServer();
-  nc = await connect({ servers: server.url });
-});
-afterAll(async () => {
-  await nc?.close();
-  await server?.stop();
-});
+const nats = serverPerFile();
 
 const entry = (workerId: string): PulseEntry => ({
   workerId,
@@ -32,8 +19,8 @@ const entry = (workerId: string): PulseEntry => ({
 
 /** A pulse on a fresh bucket whose standing answers `answers` in turn, counting the questions. */
 async function pulseOf(workerId: string, ...answers: (Standing | Error)[]) {
-  const n = await freshTopology(nc);
-  const kv = await new Kvm(nc).open(n.buckets.workers);
+  const n = await freshTopology(nats.nc);
+  const kv = await new Kvm(nats.nc).open(n.buckets.workers);
   const seen = { asked: 0, vanished: [] as KeyVanishedError[] };
   const pulse = new Pulse(
     kv,
