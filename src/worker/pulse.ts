@@ -111,7 +111,9 @@ export class Pulse {
       const work = this.put(++this.generation);
       if ((await settleWithin(work, boundMs)) === 'timeout') {
         work.catch(() => {});
-        throw new Error(`pulse not answered within ${boundMs} ms`);
+        throw new SonarError(ErrorCode.Unavailable, `pulse not answered within ${boundMs} ms`, {
+          boundMs,
+        });
       }
       await work;
     };

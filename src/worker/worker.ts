@@ -29,6 +29,7 @@ import type { HandlerContext, ResolvedWorkerOptions, WorkerOptions } from './opt
 import { Pulse } from './pulse.js';
 import type { Standing } from './pulse.js';
 import { Slots } from './slots.js';
+import { untilAnswered } from './start-wait.js';
 import { ImdsClient, SpotNoticeWatcher } from './spot-notice.js';
 import { packOutput, toBytes } from './task-output.js';
 import type { ResultOutput } from './task-output.js';
@@ -192,15 +193,26 @@ export class Worker {
       this.instanceId =
         (await imds.get('/latest/meta-data/instance-id').catch(() => null)) ?? undefined;
     }
-    const joinSentAt = performance.now();
-    const reply = await this.api.request<'join', JoinReply>('join', this.joinRequest(), {
-      signal: this.lifecycle.signal,
-    });
+    const api = this.api;
+    const waiting = { log: this.log, signal: this.lifecycle.signal };
+    let joinSentAt = 0;
+    const reply = await untilAnswered(
+      'join',
+      () => {
+        joinSentAt = performance.now();
+        return api.request<'join', JoinReply>('join', this.joinRequest(), {
+          signal: this.lifecycle.signal,
+        });
+      },
+      waiting,
+    );
     // Direct gets name the key in the subject: a worker's credential may read its own key
     // only, which a STREAM.MSG.GET (the key in the payload) could not be held to.
-    const kv = await new Kvm(this.jetstream()).open(this.n.buckets.workers, {
-      allow_direct: true,
-    });
+    const kv = await untilAnswered(
+      'registry bucket',
+      () => new Kvm(this.jetstream()).open(this.n.buckets.workers, { allow_direct: true }),
+      waiting,
+    );
     this.pulse = new Pulse(
       kv,
       () => this.entry(),
@@ -214,7 +226,12 @@ export class Worker {
     // A backend may declare a worker whose key is missing a pulse TTL after its join Lost:
     // a first pulse later than half of that (a margin for clock skew between backends)
     // asks whether it still counts as joined.
-    await this.pulse.start(joinSentAt + reply.pulseTtlMs / 2);
+    const pulse = this.pulse;
+    await untilAnswered(
+      'first pulse',
+      () => pulse.start(joinSentAt + reply.pulseTtlMs / 2),
+      waiting,
+    );
     // Back from an outage: pulse now, not up to an interval later, so the registry key that
     // expired meanwhile is back well within the pulse TTL the reconciler waits after it.
     void (async () => {
@@ -232,7 +249,11 @@ export class Worker {
     const js = this.jetstream();
     const consumers = await Promise.all(
       o.tags.map((t) =>
-        this.bind(js, reply.stream, reply.consumers[t] ?? this.n.consumers.dispatch(t)),
+        untilAnswered(
+          `consumer of tag ${t}`,
+          () => this.bind(js, reply.stream, reply.consumers[t] ?? this.n.consumers.dispatch(t)),
+          waiting,
+        ),
       ),
     );
     if (this._state !== 'Running') return; // drained or failed while joining
@@ -257,7 +278,11 @@ export class Worker {
     const boot = o.nc ?? (await connectNats(o.connection, { name }));
     try {
       const bootApi = new ApiClient(boot, this.n, { timeoutMs: o.requestTimeoutMs, log: this.log });
-      const mode = await this.credential.enroll(bootApi, this.lifecycle.signal);
+      const mode = await untilAnswered(
+        'enroll',
+        () => this.credential.enroll(bootApi, this.lifecycle.signal),
+        { log: this.log, signal: this.lifecycle.signal },
+      );
       if (mode !== 'secure') {
         this.nc = boot;
         this.ownsNc = !o.nc;

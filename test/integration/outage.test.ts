@@ -7,6 +7,7 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { connect } from '@nats-io/transport-node';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Backend } from '../../src/backend/backend.js';
 import { finalizerPool } from '../../src/backend/finalize/finalizer-pool.js';
@@ -21,6 +22,7 @@ import { startNatsServer } from '../helpers/nats-server.js';
 import type { NatsServer } from '../helpers/nats-server.js';
 import { freshPrefix } from '../helpers/topology.js';
 import { NO_IMDS, eventsOf, killWorkers, spawnWorker } from '../helpers/worker-fixtures.js';
+import type { WorkerProcess } from '../helpers/worker-fixtures.js';
 
 let server: NatsServer | undefined;
 let backend: Backend | undefined;
@@ -143,6 +145,66 @@ describe('a NATS outage', () => {
     expect(w.child.exitCode).toBeNull();
     expect(ctx.loop.projection.workers.get('w1')?.snapshot.value).toBe('Active');
   }, 120_000);
+});
+
+describe('an outage while a worker starts', () => {
+  it('is waited out: the worker warns on each try and joins once the server answers again', async () => {
+    server = await startNatsServer();
+    const { backend: b } = await startBackend({ SONAR_NATS_URL: server.url });
+    const ctx = b.ctx;
+    const nc = await connect({ servers: server.url });
+    try {
+      // The worker is stopped as soon as its join is sent, and the server as soon as the
+      // backend answered it: the worker reads its answer with nothing left to ask the rest.
+      const spawned: { worker?: WorkerProcess } = {};
+      let serverStopped = false;
+      nc.subscribe(ctx.names.subjects.workerApi('w1', 'join'), {
+        max: 1,
+        callback: () => {
+          spawned.worker?.child.kill('SIGSTOP');
+        },
+      });
+      nc.subscribe('_INBOX.>', {
+        callback: (_err, msg) => {
+          if (serverStopped || !msg.string().includes('pulseIntervalMs')) return;
+          serverStopped = true;
+          process.kill(server!.pid, 'SIGSTOP');
+          spawned.worker?.child.kill('SIGCONT');
+        },
+      });
+      await nc.flush();
+      const w = spawnWorker(
+        { SONAR_NATS_URL: server.url, SONAR_PREFIX: ctx.names.prefix, SONAR_IMDS_URL: NO_IMDS },
+        ['--worker-id', 'w1', '--tags', 'a', '--slots', '1'],
+      );
+      spawned.worker = w;
+      await eventually(() => w.stderr().includes('not answered while starting'), {
+        timeoutMs: 30_000,
+        message: 'the worker says it waits',
+      }).catch((err: unknown) => {
+        throw new Error(`${String(err)}\nworker:\n${w.stderr().slice(-4_000)}`);
+      });
+      // Past the JetStream request timeout more than once: the worker waits on.
+      await new Promise((resolve) => setTimeout(resolve, 7_000));
+      expect(w.child.exitCode, w.stderr().slice(-3_000)).toBeNull();
+      process.kill(server.pid, 'SIGCONT');
+      await eventually(() => w.stderr().includes('worker joined'), {
+        timeoutMs: 30_000,
+        message: 'the worker ends its start',
+      }).catch((err: unknown) => {
+        throw new Error(`${String(err)}\nworker:\n${w.stderr().slice(-4_000)}`);
+      });
+      await eventually(async () => (await ctx.registry.live()).some((e) => e.workerId === 'w1'), {
+        message: "w1's key is there",
+      });
+      expect(w.child.exitCode).toBeNull();
+      const steps = [...w.stderr().matchAll(/"step":"([^"]+)"/g)].map((m) => m[1]);
+      expect(steps.length).toBeGreaterThanOrEqual(2);
+    } finally {
+      if (server.running) process.kill(server.pid, 'SIGCONT');
+      await nc.close();
+    }
+  }, 90_000);
 });
 
 describe('a connection the server refused for good', () => {

@@ -1,10 +1,7 @@
 import { JetStreamApiError } from '@nats-io/jetstream';
 import { describe, expect, it } from 'vitest';
-import {
-  PLACEMENT_RETRY_FIRST_MS,
-  PLACEMENT_RETRY_MAX_MS,
-  whenPlaceable,
-} from '../../src/backend/storage/placement-wait.js';
+import { whenPlaceable } from '../../src/backend/storage/placement-wait.js';
+import { WAIT_OUT_FIRST_MS, WAIT_OUT_MAX_MS } from '../../src/wait-out.js';
 import { createLogger } from '../../src/log.js';
 
 const log = createLogger({ component: 'test', level: 'silent' });
@@ -24,8 +21,8 @@ describe('whenPlaceable', () => {
     );
     expect(result).toBe('provisioned');
     expect(calls).toBe(7);
-    expect(pauses[0]).toBe(PLACEMENT_RETRY_FIRST_MS);
-    expect(pauses.at(-1)).toBe(PLACEMENT_RETRY_MAX_MS);
+    expect(pauses[0]).toBe(WAIT_OUT_FIRST_MS);
+    expect(pauses.at(-1)).toBe(WAIT_OUT_MAX_MS);
     expect(pauses).toEqual([...pauses].sort((a, b) => a - b));
   });
 

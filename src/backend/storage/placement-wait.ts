@@ -1,15 +1,13 @@
 import { isNoPlacementApiError } from '../../../streams/errors.js';
 import type { Logger } from '../../log.js';
-
-/** The first pause between tries, doubled each time up to {@link PLACEMENT_RETRY_MAX_MS}. */
-export const PLACEMENT_RETRY_FIRST_MS = 500;
-export const PLACEMENT_RETRY_MAX_MS = 5_000;
+import { waitOut } from '../../wait-out.js';
+import type { WaitOutOptions } from '../../wait-out.js';
 
 export interface PlacementWaitOptions {
   /** `SONAR_REPLICAS`, named in the warning. */
   replicas: number;
   log: Logger;
-  sleep?: (ms: number) => Promise<void>;
+  sleep?: WaitOutOptions['sleep'];
 }
 
 /**
@@ -20,23 +18,22 @@ export interface PlacementWaitOptions {
  * its servers' room, which no wait mends: the warning names the setting for the operator.
  * Any other error is thrown.
  */
-export async function whenPlaceable<T>(
+export function whenPlaceable<T>(
   provision: () => Promise<T>,
   opts: PlacementWaitOptions,
 ): Promise<T> {
-  const sleep = opts.sleep ?? ((ms) => new Promise<void>((r) => setTimeout(r, ms)));
-  let pauseMs = PLACEMENT_RETRY_FIRST_MS;
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await provision();
-    } catch (err: unknown) {
-      if (!isNoPlacementApiError(err)) throw err;
+  return waitOut(provision, {
+    isWait: isNoPlacementApiError,
+    onWait: (err, attempt, retryInMs) =>
       opts.log.warn(
         'JetStream cannot place the streams yet (no suitable peers): fewer servers up, or with room, than SONAR_REPLICAS asks for; waiting',
-        { replicas: opts.replicas, attempt, retryInMs: pauseMs, error: err.message },
-      );
-      await sleep(pauseMs);
-      pauseMs = Math.min(pauseMs * 2, PLACEMENT_RETRY_MAX_MS);
-    }
-  }
+        {
+          replicas: opts.replicas,
+          attempt,
+          retryInMs,
+          error: err instanceof Error ? err.message : String(err),
+        },
+      ),
+    ...(opts.sleep && { sleep: opts.sleep }),
+  });
 }
