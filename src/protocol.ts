@@ -46,6 +46,11 @@ export const Verb = {
   Enroll: 'enroll',
   Renew: 'renew',
   Revoke: 'revoke',
+  PoisonedList: 'poisoned.list',
+  PoisonedShow: 'poisoned.show',
+  PoisonedRetry: 'poisoned.retry',
+  PoisonedCancel: 'poisoned.cancel',
+  Sweep: 'sweep',
 } as const;
 export type Verb = (typeof Verb)[keyof typeof Verb];
 
@@ -171,6 +176,19 @@ export const requestSchemas = {
     workerId: id,
     reason: z.string().max(1024).default('revoked by operator'),
   }),
+  [Verb.PoisonedList]: z.strictObject({ runId: id.optional() }),
+  [Verb.PoisonedShow]: z.strictObject({ runId: id, taskId: id }),
+  [Verb.PoisonedRetry]: z.strictObject({
+    runId: id,
+    taskId: id,
+    by: z.string().min(1).max(256),
+  }),
+  [Verb.PoisonedCancel]: z.strictObject({
+    runId: id,
+    taskId: id,
+    reason: z.string().max(1024).default('poisoned task cancelled by an operator'),
+  }),
+  [Verb.Sweep]: z.strictObject({}),
 } as const;
 
 export type RequestOf<V extends Verb> = z.input<(typeof requestSchemas)[V]>;

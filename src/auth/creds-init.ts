@@ -76,7 +76,10 @@ export const CREDENTIAL_FILE_USES: readonly { file: string; use: string }[] = ((
     { file: f.creds.bootstrap, use: 'sonar worker: SONAR_NATS_CREDS (the fleet credential)' },
     { file: f.creds.supervisor, use: 'sonar workers, sonar dev: SONAR_NATS_CREDS' },
     { file: f.creds.client, use: 'sonar submit, cancel, results, rerun (CI): SONAR_NATS_CREDS' },
-    { file: f.creds.operator, use: 'sonar status, tail, export, dashboards: SONAR_NATS_CREDS' },
+    {
+      file: f.creds.operator,
+      use: 'sonar status, tail, export, cancel, rerun, poisoned, sweep, revoke: SONAR_NATS_CREDS',
+    },
     { file: f.operatorJwt, use: reference },
     { file: f.sysAccountJwt, use: reference },
     { file: f.accountJwt, use: reference },

@@ -189,9 +189,19 @@ export function rolePermissions(n: Names = namesOf()): RolePermissions {
       pub: [api('submit.*'), api('cancel'), ...readerPub(n), ...resultsReadPub(n)],
       sub: [`${roleInboxPrefix('client')}.>`],
     },
-    // Dashboards and `status`, `tail`, `export`, `workers`: reads, plus revoking a worker.
+    // Dashboards and `status`, `tail`, `export`, `workers`: reads. Its writes are requests a
+    // backend judges and carries out: cancel, rerun (a submit), poisoned retry and cancel,
+    // sweep, revoke; never an append of its own.
     operator: {
-      pub: [api('revoke'), ...readerPub(n), ...registryReadPub(n)],
+      pub: [
+        api('revoke'),
+        api('cancel'),
+        api('submit.*'),
+        api('poisoned.*'),
+        api('sweep'),
+        ...readerPub(n),
+        ...registryReadPub(n),
+      ],
       sub: [
         // live tail of events (core NATS)
         n.subjects.eventsAll,

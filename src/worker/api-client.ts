@@ -1,8 +1,9 @@
 import { setTimeout as delay } from 'node:timers/promises';
-import { RequestError, TimeoutError } from '@nats-io/transport-node';
-import type { NatsConnection } from '@nats-io/transport-node';
+import { RequestError, TimeoutError, createInbox } from '@nats-io/transport-node';
+import type { Msg, NatsConnection } from '@nats-io/transport-node';
 import { ErrorCode, SonarError } from '../../actors/errors.js';
 import type { Names } from '../../streams/names.js';
+import { inboxPrefixOf } from '../../streams/nats-internals.js';
 import type { Logger } from '../log.js';
 import { silentLogger } from '../log.js';
 import type { ParsedRequestOf, RequestOf, Verb } from '../protocol.js';
@@ -50,6 +51,18 @@ export interface ApiClientOptions {
    * own verbs on `<prefix>.api.w.<workerId>.<verb>`.
    */
   subject?: (verb: Verb) => string;
+}
+
+/** Options of {@link ApiClient.follow}. */
+export interface FollowOptions {
+  /** Each `{"progress":{...}}` the backend sends ahead of its answer. */
+  onProgress?: (progress: Record<string, unknown>) => void;
+  /**
+   * How long the backend may go without a word (progress or answer) before the request is
+   * given up as lost.
+   * @defaultValue 10000
+   */
+  stallMs?: number;
 }
 
 /** Per-call overrides. */
@@ -120,10 +133,71 @@ export class ApiClient {
     }
   }
 
+  /**
+   * Sends one long request (`sweep`) and follows it: the backend sends progress while it
+   * works, then its answer. Not retried: it gives up when the backend goes silent for
+   * `stallMs` (it stopped, or lost its connection), with `unavailable`.
+   */
+  async follow<V extends Verb, T = Record<string, unknown>>(
+    verb: V,
+    body: RequestOf<V> | ParsedRequestOf<V>,
+    opts: FollowOptions = {},
+  ): Promise<T> {
+    const stallMs = opts.stallMs ?? 10_000;
+    const sub = this.nc.subscribe(createInbox(inboxPrefixOf(this.nc)));
+    let timer: NodeJS.Timeout | undefined;
+    const silent = () =>
+      new SonarError(
+        ErrorCode.Unavailable,
+        `${verb}: the backend said nothing for ${stallMs} ms; it may have stopped (asking again is safe)`,
+        { verb, stallMs },
+      );
+    let rearm = (): void => {};
+    const stalled = new Promise<never>((_resolve, reject) => {
+      rearm = () => {
+        clearTimeout(timer);
+        timer = setTimeout(() => reject(silent()), stallMs);
+      };
+      rearm();
+    });
+    stalled.catch(() => {});
+    try {
+      this.nc.publish(this.subject(verb), encoder.encode(JSON.stringify(body)), {
+        reply: sub.getSubject(),
+      });
+      const answer = (async (): Promise<T> => {
+        for await (const msg of sub) {
+          rearm();
+          if (isNoResponders(msg)) {
+            throw new SonarError(ErrorCode.Unavailable, `${verb}: no backend is serving it`, {
+              verb,
+            });
+          }
+          const progress = progressOf(msg);
+          if (progress !== null) {
+            opts.onProgress?.(progress);
+            continue;
+          }
+          return this.parse<T>(verb, msg);
+        }
+        throw silent();
+      })();
+      return await Promise.race([answer, stalled]);
+    } finally {
+      clearTimeout(timer);
+      sub.unsubscribe();
+    }
+  }
+
   private async once<T>(verb: string, subject: string, payload: Uint8Array): Promise<T> {
     const msg = await this.nc.request(subject, payload, {
       timeout: this.timeoutMs,
     });
+    return this.parse<T>(verb, msg);
+  }
+
+  /** The `ok` payload of a reply; an error reply is thrown as {@link ApiError}. */
+  private parse<T>(verb: string, msg: Msg): T {
     let reply: unknown;
     try {
       reply = JSON.parse(decoder.decode(msg.data));
@@ -149,6 +223,20 @@ export class ApiClient {
       throw new ApiError(verb, code, message, details);
     }
     return (r.ok ?? {}) as T;
+  }
+}
+
+/** A 503 status with no body: nobody subscribes to the subject (headers-enabled clients). */
+const isNoResponders = (msg: Msg): boolean => msg.data.length === 0 && msg.headers?.code === 503;
+
+/** The body of a `{"progress":{...}}` message, or null for anything else. */
+function progressOf(msg: Msg): Record<string, unknown> | null {
+  try {
+    const parsed = JSON.parse(decoder.decode(msg.data)) as { progress?: unknown };
+    const p = parsed.progress;
+    return typeof p === 'object' && p !== null ? (p as Record<string, unknown>) : null;
+  } catch {
+    return null;
   }
 }
 

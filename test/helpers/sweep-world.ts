@@ -8,6 +8,7 @@ import { ServerContact } from '../../src/backend/server-contact.js';
 import { Backend } from '../../src/backend/backend.js';
 import type { Component } from '../../src/backend/backend.js';
 import type { BackendContext } from '../../src/backend/context.js';
+import type { Handlers } from '../../src/backend/api/index.js';
 import type { Command } from '../../src/backend/projection/event-writer.js';
 import { FullSweep } from '../../src/backend/sweep/full-sweep.js';
 import type { FullSweepOptions, SweepReport } from '../../src/backend/sweep/full-sweep.js';
@@ -38,6 +39,8 @@ export async function startSweepWorld(
     nodeId?: string;
     /** Another backend of an existing world: its prefix. */
     prefix?: string;
+    /** The API it serves (none by default). */
+    handlers?: (ctx: BackendContext) => Handlers;
   } = {},
 ): Promise<SweepWorld> {
   const n = names(opts.prefix ?? freshPrefix());
@@ -47,7 +50,7 @@ export async function startSweepWorld(
     log: silentLogger,
     ...(opts.nodeId !== undefined && { nodeId: opts.nodeId }),
     parts: {
-      handlers: () => ({}),
+      handlers: opts.handlers ?? (() => ({})),
       components: opts.components ?? [],
       outputs: async (c) => ObjOutputStore.open(c, n),
     },

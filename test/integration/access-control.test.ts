@@ -541,21 +541,49 @@ describe('access control in secure mode (sonar creds init, as deployed)', () => 
     );
   });
 
-  it('an operator credential reads and revokes, but cannot submit or cancel', async () => {
+  it('an operator credential runs cancel, rerun, poisoned retry and sweep through the API, and cannot append', async () => {
     const nc = await connectAs('operator');
     const events = await lastSeq(n.streams.events);
-    for (const verb of ['submit.begin', 'cancel', 'exited', 'enroll']) {
+    for (const verb of ['exited', 'enroll', 'join', 'start']) {
       expect(await publishOutcome(nc, n.subjects.api(verb)), verb).toBe('denied');
+    }
+    for (const subject of [
+      `$JS.API.STREAM.PURGE.${n.streams.events}`,
+      `$JS.API.STREAM.MSG.DELETE.${n.streams.events}`,
+      `$JS.API.STREAM.UPDATE.${n.streams.events}`,
+      n.subjects.finalize('op', 't1'),
+    ]) {
+      expect(await publishOutcome(nc, subject), subject).toBe('denied');
     }
     await expect(
       jetstream(nc).publish(n.subjects.run('op'), '{}', { timeout: 2_000 }),
     ).rejects.toThrow();
     expect(await lastSeq(n.streams.events)).toBe(events);
+
+    // What it may change, it asks a backend for: a run no worker serves, cancelled and rerun.
+    await submit('op-run', ['acl-nobody'], ['t1']);
+    const asOperator = async (args: string[]) => {
+      const r = await cli('operator', args);
+      expect(r.stderr, args.join(' ')).not.toMatch(/Permissions Violation|Authorization/);
+      expect(r.code, `${args.join(' ')}: ${r.stderr}`).toBe(0);
+      return r;
+    };
+    await asOperator(['cancel', 'op-run']);
+    await asOperator(['rerun', 'op-run', '--failed', '--as', 'op-rerun']);
+    await asOperator(['cancel', 'op-rerun']);
+    expect((await lastTaskEvent('op-rerun', 't1'))?.type).toBe('TaskCancelled');
+    const list = await asOperator(['poisoned', 'list', '--json']);
+    expect(JSON.parse(list.stdout)).toEqual({ tasks: [] });
+    // Served, and refused on its merits: the task is not Poisoned.
+    await expect(
+      new ApiClient(nc, n).request('poisoned.retry', { runId: 'op-run', taskId: 't1', by: 'op' }),
+    ).rejects.toMatchObject({ code: 'illegal_transition', message: /is Cancelled, not Poisoned/ });
+    const sweep = await asOperator(['sweep', '--json']);
+    expect(JSON.parse(sweep.stdout)).toMatchObject({ failed: [] });
     // While it reads: status over the same credential, through the CLI.
-    const status = await cli('operator', ['status', '--run', 'acl', '--json']);
-    expect(status.code, status.stderr).toBe(0);
+    const status = await asOperator(['status', '--run', 'acl', '--json']);
     expect(status.stdout).toMatch(/Succeeded/);
-  });
+  }, 60_000);
 
   it('a worker whose registry key vanished reads it, puts it back and asks with its own credential; declared Lost, it exits', async () => {
     const w = await startWorker('acl-fenced', 'fenced', ['cat']);

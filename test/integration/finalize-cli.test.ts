@@ -10,6 +10,7 @@ import type { Names } from '../../streams/names.js';
 import { ConcurrencyError } from '../../streams/errors.js';
 import { aggregateSubject } from '../../src/backend/projection/aggregate-subject.js';
 import type { PoisonedDetail, PoisonedTask } from '../../src/backend/finalize/poisoned-admin.js';
+import { apiHandlers } from '../../src/backend/api/handlers/index.js';
 import { KvResultsSink } from '../../src/storage/results-sink.js';
 import { eventually } from '../helpers/eventually.js';
 import { startPoolBackend } from '../helpers/finalize-backend.js';
@@ -48,6 +49,8 @@ beforeAll(async () => {
     sink,
     backoffBase: 50,
     env: { SONAR_FINALIZE_MAX_DELIVER: '2' },
+    // `sonar poisoned` asks the backend.
+    handlers: apiHandlers,
   });
   // r1: ok1 finalizes; p1 and p2 are poisoned. r2: its only task p1 is poisoned.
   const jobs = [

@@ -233,7 +233,7 @@ describe('retention evicts what it purged', () => {
     // An expired worker's id cannot join again: its subject still holds its events.
     const join = workerHandlers(restarted.ctx).join!;
     await expect(
-      join({ workerId: 'w1', host: 'h1', tags: ['linux'], slots: 2 }),
+      join({ workerId: 'w1', host: 'h1', tags: ['linux'], slots: 2 }, { progress: () => {} }),
     ).rejects.toMatchObject({ code: 'conflict', message: /worker w1 is Expired/ });
     // Nothing can be submitted under the expired id again.
     await expect(

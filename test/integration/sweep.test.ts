@@ -14,6 +14,7 @@ import {
 } from '../../src/backend/reconciler/dispatch-consumers.js';
 import { enqueueFinalization, publishDispatch } from '../../streams/queues.js';
 import type { BackendContext } from '../../src/backend/context.js';
+import { apiHandlers } from '../../src/backend/api/handlers/index.js';
 import { loadSnapshot } from '../../src/backend/snapshots/snapshot.js';
 import type { SweepReport } from '../../src/backend/sweep/full-sweep.js';
 import { FULL_SWEEP_KEY, claimSweepTurn } from '../../src/backend/sweep/sweep-claim.js';
@@ -459,17 +460,29 @@ describe('the full sweep', () => {
     }
   });
 
-  it('`sonar sweep --json` runs one pass by hand, without claiming the turn', async () => {
-    const w = await world();
+  it('`sonar sweep --json` has a backend run one pass, without claiming the turn, and shows its progress', async () => {
+    const w = await world({ handlers: apiHandlers, nodeId: 'sweeping-backend' });
     const n = w.ctx.names;
     await jetstream(nc).publish(n.subjects.dispatch('linux'), 'not json');
     const out = await runCli(['sweep', '--json', '--server', server.url, '--prefix', n.prefix]);
-    expect(out.code).toBe(0);
+    expect(out.code, out.stderr).toBe(0);
     const report = JSON.parse(out.stdout) as SweepReport;
     expect(report.staleDispatch).toEqual({ checked: 1, purged: 1 });
     expect(report.failed).toEqual([]);
+    expect(report.by).toBe('sweeping-backend');
+    // Each repair as it began, in order, on stderr.
+    expect(out.stderr).toContain('sweep: registry (1 of 7)\n');
+    expect(out.stderr).toContain('sweep: retention (7 of 7)\n');
     const kv = await new Kvm(nc).open(n.buckets.schedule);
     expect(await kv.get(FULL_SWEEP_KEY)).toBeNull();
+  });
+});
+
+describe('`sonar sweep` with no backend to run it', () => {
+  it('fails at once with one line', async () => {
+    const out = await runCli(['sweep', '--server', server.url, '--prefix', freshPrefix()]);
+    expect(out.code).toBe(1);
+    expect(out.stderr.trim()).toMatch(/^sonar: sweep: no backend is serving it$/);
   });
 });
 

@@ -215,6 +215,11 @@ const VALID: Record<Verb, unknown> = {
   enroll: { workerId: 'w1', publicKey: 'UDVPD2BGZCODEIBX5DJAQZFKRNTG2RRCVULITRXT4PBTP6DFA4Y5JEVG' },
   renew: { workerId: 'w1', publicKey: 'UDVPD2BGZCODEIBX5DJAQZFKRNTG2RRCVULITRXT4PBTP6DFA4Y5JEVG' },
   revoke: { workerId: 'w1' },
+  'poisoned.list': { runId: 'r1' },
+  'poisoned.show': { runId: 'r1', taskId: 't1' },
+  'poisoned.retry': { runId: 'r1', taskId: 't1', by: 'ops@host' },
+  'poisoned.cancel': { runId: 'r1', taskId: 't1', reason: 'x' },
+  sweep: {},
 };
 const verbs = Object.keys(VALID) as Verb[];
 const encoder = new TextEncoder();

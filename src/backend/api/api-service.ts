@@ -13,7 +13,16 @@ import { WORKER_VERBS, requestSchemas } from '../../protocol.js';
 import { StragglerGuard } from '../straggler-guard.js';
 import type { ParsedRequestOf, Verb } from '../../protocol.js';
 
-export type Handler<V extends Verb> = (req: ParsedRequestOf<V>) => Promise<unknown>;
+/**
+ * What a handler may do besides answering: a long request (`sweep`) says how far it got, so
+ * that its caller can tell a long answer from a lost one.
+ */
+export interface ApiCall {
+  /** Sends `{"progress":{...}}` to the requester, ahead of the one answer. */
+  progress(data: Record<string, unknown>): void;
+}
+
+export type Handler<V extends Verb> = (req: ParsedRequestOf<V>, call: ApiCall) => Promise<unknown>;
 export type Handlers = { [V in Verb]?: Handler<V> };
 
 /** Requests from all backends share one queue group: each request is answered once. */
@@ -118,9 +127,19 @@ export class ApiService {
       });
       return;
     }
+    const call: ApiCall = {
+      progress: (data) => {
+        if (!msg.reply) return;
+        try {
+          msg.respond(encoder.encode(JSON.stringify({ progress: data })));
+        } catch {
+          // Only a sign of life: the answer still follows, or the request times out.
+        }
+      },
+    };
     let reply: unknown;
     try {
-      reply = { ok: (await this.dispatch(route, msg.data)) ?? {} };
+      reply = { ok: (await this.dispatch(route, msg.data, call)) ?? {} };
     } catch (err: unknown) {
       if (!isSonarError(err)) this.log.error('api request failed', { verb, err });
       reply = errorReply(err);
@@ -151,7 +170,11 @@ export class ApiService {
     return subject.startsWith(`${this.names.prefix}.`) || /^\$(KV|O|JS|SYS)\./.test(subject);
   }
 
-  private async dispatch({ verb, caller }: Route, data: Uint8Array): Promise<unknown> {
+  private async dispatch(
+    { verb, caller }: Route,
+    data: Uint8Array,
+    call: ApiCall,
+  ): Promise<unknown> {
     if (!Object.hasOwn(requestSchemas, verb)) {
       throw new SonarError(ErrorCode.NotFound, `unknown api verb ${JSON.stringify(verb)}`, {
         verb,
@@ -159,7 +182,8 @@ export class ApiService {
     }
     const v = verb as Verb;
     // Each verb's handler takes its own schema's output: the Handlers type checks that.
-    const handler = this.handlers[v] as ((req: unknown) => Promise<unknown>) | undefined;
+    const handler = this.handlers[v] as
+      ((req: unknown, call: ApiCall) => Promise<unknown>) | undefined;
     if (!handler) {
       throw new SonarError(ErrorCode.Unavailable, `api verb ${verb} is not served here`, { verb });
     }
@@ -180,7 +204,7 @@ export class ApiService {
         { verb, caller, workerId: named },
       );
     }
-    return handler(parsed.data);
+    return handler(parsed.data, call);
   }
 
   /** Whether `verb` may be asked on the subject it came on. */

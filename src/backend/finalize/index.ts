@@ -5,5 +5,10 @@ export { parseJob } from './finalize-job.js';
 export { finalizerPool } from './finalizer-pool.js';
 export { poisonHeldJob } from './max-deliveries-watcher.js';
 export { PoisonedAdmin } from './poisoned-admin.js';
-export type { PoisonedDetail, PoisonedTask } from './poisoned-admin.js';
+export type {
+  CancelOutcome,
+  PoisonedDetail,
+  PoisonedTask,
+  RetryOutcome,
+} from './poisoned-admin.js';
 export { Poisoner } from './poisoner.js';

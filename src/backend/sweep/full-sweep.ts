@@ -66,6 +66,21 @@ const emptyReport = (by: string, startedAt: string): SweepReport => ({
   failed: [],
 });
 
+/** The repairs of one sweep, in the order they run. */
+export const REPAIRS = [
+  'registry',
+  'lostWorkers',
+  'staleDispatch',
+  'lostFinalizations',
+  'stuckJobs',
+  'orphanConsumers',
+  'retention',
+] as const;
+export type Repair = (typeof REPAIRS)[number];
+
+/** Told as each repair begins: its name, how many began before it, and how many there are. */
+export type RepairProgress = (repair: Repair, done: number, of: number) => void;
+
 /**
  * The full sweep: what falls outside every reconcile tick's view, once per
  * SONAR_FULL_SWEEP across the fleet (the Sweeper claims the turn; `sonar sweep` runs one by
@@ -100,15 +115,18 @@ export class FullSweep {
 
   /**
    * One pass of every repair; logs one info line with what it found and fixed. Once `signal`
-   * aborts (the backend is stopping), the repairs not yet begun are skipped.
+   * aborts (the backend is stopping), the repairs not yet begun are skipped. `onRepair` is
+   * told as each begins (an operator's `sonar sweep` shows it).
    */
-  async run(signal?: AbortSignal): Promise<SweepReport> {
+  async run(signal?: AbortSignal, onRepair?: RepairProgress): Promise<SweepReport> {
     const { ctx } = this;
     const log = ctx.log.child({ component: 'sweep' });
     const started = performance.now();
     const r = emptyReport(ctx.nodeId, new Date(ctx.now()).toISOString());
-    const attempt = async (repair: string, fn: () => Promise<void>): Promise<void> => {
+    let begun = 0;
+    const attempt = async (repair: Repair, fn: () => Promise<void>): Promise<void> => {
       if (signal?.aborted) return;
+      onRepair?.(repair, begun++, REPAIRS.length);
       try {
         await fn();
       } catch (err: unknown) {

@@ -1,13 +1,15 @@
 import { hostname, userInfo } from 'node:os';
 import type { Command } from 'commander';
 import { assertId, isId } from '../../../actors/ids.js';
-import { FailureLog } from '../../backend/finalize/index.js';
-import { PoisonedAdmin } from '../../backend/finalize/index.js';
-import type { PoisonedDetail, PoisonedTask } from '../../backend/finalize/index.js';
-import { withConnection } from '../context.js';
-import type { CliContext, ConnectionFlags } from '../context.js';
+import type {
+  CancelOutcome,
+  PoisonedDetail,
+  PoisonedTask,
+  RetryOutcome,
+} from '../../backend/finalize/index.js';
+import type { ConnectionFlags } from '../context.js';
 import { UsageError, isTty, paint, writeOut } from '../../display/output.js';
-import { withWriteSession } from '../write-session.js';
+import { operatorRequest } from '../operator-request.js';
 
 interface Flags extends ConnectionFlags {
   json?: boolean;
@@ -33,21 +35,10 @@ function operator(): string {
   }
 }
 
-async function withAdmin<T>(flags: Flags, fn: (admin: PoisonedAdmin) => Promise<T>): Promise<T> {
-  return withConnection(flags, (ctx: CliContext) =>
-    withWriteSession(ctx, async ({ loop, writer, jsm }) =>
-      fn(
-        new PoisonedAdmin({
-          names: ctx.names,
-          js: jsm.jetstream(),
-          jsm,
-          loop,
-          writer,
-          failures: await FailureLog.open(ctx.nc, ctx.names),
-        }),
-      ),
-    ),
-  );
+/** `RUN.TASK` as the request's ids. */
+function idsOf(ref: string): { runId: string; taskId: string } {
+  const [runId, taskId] = parseTaskRef(ref).split('.') as [string, string];
+  return { runId, taskId };
 }
 
 const json = (value: unknown): Promise<void> => writeOut(`${JSON.stringify(value, null, 2)}\n`);
@@ -98,7 +89,12 @@ export function registerPoisoned(program: Command): void {
     cmd.command('list').description('list poisoned tasks').option('--run <id>', 'only this run'),
   ).action(async (flags: Flags & { run?: string }) => {
     if (flags.run !== undefined) assertId('--run', flags.run);
-    const rows = await withAdmin(flags, (admin) => Promise.resolve(admin.list(flags.run)));
+    const { tasks: rows } = await operatorRequest(flags, (api) =>
+      api.request<'poisoned.list', { tasks: PoisonedTask[] }>(
+        'poisoned.list',
+        flags.run === undefined ? {} : { runId: flags.run },
+      ),
+    );
     await (flags.json ? json({ tasks: rows }) : writeOut(listText(rows)));
   });
 
@@ -108,8 +104,9 @@ export function registerPoisoned(program: Command): void {
       .description('error history and output ref of a task')
       .argument('<task>', 'RUN.TASK'),
   ).action(async (ref: string, flags: Flags) => {
-    const task = parseTaskRef(ref);
-    const detail = await withAdmin(flags, (admin) => admin.show(task));
+    const detail = await operatorRequest(flags, (api) =>
+      api.request<'poisoned.show', PoisonedDetail>('poisoned.show', idsOf(ref)),
+    );
     await (flags.json ? json(detail) : writeOut(showText(detail)));
   });
 
@@ -120,8 +117,12 @@ export function registerPoisoned(program: Command): void {
       .argument('<task>', 'RUN.TASK')
       .option('--by <name>', 'who retries (default: user@host)'),
   ).action(async (ref: string, flags: Flags & { by?: string }) => {
-    const task = parseTaskRef(ref);
-    const out = await withAdmin(flags, (admin) => admin.retry(task, flags.by ?? operator()));
+    const out = await operatorRequest(flags, (api) =>
+      api.request<'poisoned.retry', RetryOutcome>('poisoned.retry', {
+        ...idsOf(ref),
+        by: flags.by ?? operator(),
+      }),
+    );
     await (flags.json
       ? json(out)
       : writeOut(`${out.task} retried (round ${out.round}); step ${out.step ?? '-'}\n`));
@@ -134,8 +135,12 @@ export function registerPoisoned(program: Command): void {
       .argument('<task>', 'RUN.TASK')
       .option('--reason <text>', 'why', 'poisoned task cancelled by an operator'),
   ).action(async (ref: string, flags: Flags & { reason: string }) => {
-    const task = parseTaskRef(ref);
-    const out = await withAdmin(flags, (admin) => admin.cancel(task, flags.reason));
+    const out = await operatorRequest(flags, (api) =>
+      api.request<'poisoned.cancel', CancelOutcome>('poisoned.cancel', {
+        ...idsOf(ref),
+        reason: flags.reason,
+      }),
+    );
     await (flags.json ? json(out) : writeOut(`${out.task} cancelled; step ${out.step ?? '-'}\n`));
   });
 }

@@ -1,10 +1,9 @@
 import { ValidationError } from '../../../actors/errors.js';
 import { isId } from '../../../actors/ids.js';
 import { validationErrorOf } from '../../backend/api/index.js';
-import type { Handlers } from '../../backend/api/index.js';
+import type { ApiCall, Handlers } from '../../backend/api/index.js';
 import type { BackendContext } from '../../backend/context.js';
 import { apiHandlers } from '../../backend/api/index.js';
-import type { PoisonedAdmin } from '../../backend/finalize/index.js';
 import { requestSchemas } from '../../protocol.js';
 
 const DEFAULT_REASON = 'cancelled from the dashboard';
@@ -24,17 +23,19 @@ function reasonOf(body: string, fallback: string): string {
   return reason;
 }
 
+/** A dashboard action answers its browser once; it has no progress to tell. */
+const ONE_ANSWER: ApiCall = { progress: () => {} };
+
 /**
- * The dashboard's actions do exactly what the CLI does, through the same code: cancel is the
- * backend's own `cancel` handler (what `sonar cancel` asks for over NATS), retry and cancel of
- * a poisoned task are `PoisonedAdmin` (what `sonar poisoned retry|cancel` runs).
+ * The dashboard's actions do exactly what the CLI does, through the same code: the backend's
+ * own handlers of `cancel`, `poisoned.retry` and `poisoned.cancel` (what `sonar cancel` and
+ * `sonar poisoned retry|cancel` ask for over NATS).
  */
 export class DashboardActions {
   private readonly handlers: Handlers;
 
   constructor(
     ctx: BackendContext,
-    private readonly admin: PoisonedAdmin,
     private readonly by: string,
   ) {
     this.handlers = apiHandlers(ctx);
@@ -48,20 +49,20 @@ export class DashboardActions {
       reason: reasonOf(body, DEFAULT_REASON),
     });
     if (!parsed.success) throw validationErrorOf('cancel', parsed.error);
-    return this.handlers.cancel!(parsed.data);
+    return this.handlers.cancel!(parsed.data, ONE_ANSWER);
   }
 
   /** `sonar poisoned retry RUN.TASK`. */
   retry(task: string) {
-    return this.admin.retry(taskRef(task), this.by);
+    const [runId, taskId] = taskRef(task).split('.') as [string, string];
+    return this.handlers['poisoned.retry']!({ runId, taskId, by: this.by }, ONE_ANSWER);
   }
 
   /** `sonar poisoned cancel RUN.TASK`. */
   cancelPoisoned(task: string, body: string) {
-    return this.admin.cancel(
-      taskRef(task),
-      reasonOf(body, 'poisoned task cancelled from the dashboard'),
-    );
+    const [runId, taskId] = taskRef(task).split('.') as [string, string];
+    const reason = reasonOf(body, 'poisoned task cancelled from the dashboard');
+    return this.handlers['poisoned.cancel']!({ runId, taskId, reason }, ONE_ANSWER);
   }
 }
 

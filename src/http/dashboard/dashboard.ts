@@ -75,7 +75,7 @@ export class Dashboard {
     });
     const limiter = new LoginLimiter({ ...DEFAULT_LOGIN_LIMIT, now: ctx.now });
     const d = new Dashboard(ctx, data, hub, auth, limiter);
-    const actions = new DashboardActions(ctx, admin, opts.by ?? `dashboard@${ctx.nodeId}`);
+    const actions = new DashboardActions(ctx, opts.by ?? `dashboard@${ctx.nodeId}`);
     const addressOf = (req: IncomingMessage) => clientAddress(req, ctx.config.httpTrustedProxies);
     pageRoutes(d.router, { data, hub, auth, limiter, addressOf });
     apiRoutes(d.router, { data, hub, actions });

@@ -1,9 +1,11 @@
 import { ErrorCode, SonarError } from '../../../../actors/errors.js';
 import { isConcurrencyError } from '../../../../streams/errors.js';
-import type { Handlers } from '../api-service.js';
+import type { ApiCall, Handlers } from '../api-service.js';
 import type { BackendContext } from '../../context.js';
 import { cancelHandlers } from './cancel-handler.js';
 import { enrollmentHandlers } from './enrollment-handlers.js';
+import { poisonedHandlers } from './poisoned-handlers.js';
+import { sweepHandlers } from './sweep-handler.js';
 import { submitHandlers } from './submit-handlers.js';
 import { workerHandlers } from './worker-handlers.js';
 
@@ -13,14 +15,14 @@ import { workerHandlers } from './worker-handlers.js';
  * it was declared Lost or Left and must exit.
  */
 function retryableRaces(handlers: Handlers): Handlers {
-  const wrapped: Record<string, (req: never) => Promise<unknown>> = {};
+  const wrapped: Record<string, (req: never, call: ApiCall) => Promise<unknown>> = {};
   for (const [verb, handler] of Object.entries(handlers) as [
     string,
-    (req: never) => Promise<unknown>,
+    (req: never, call: ApiCall) => Promise<unknown>,
   ][]) {
-    wrapped[verb] = async (req) => {
+    wrapped[verb] = async (req, call) => {
       try {
-        return await handler(req);
+        return await handler(req, call);
       } catch (err: unknown) {
         if (!isConcurrencyError(err)) throw err;
         throw new SonarError(ErrorCode.Unavailable, `${err.message}; try again`, err.details, {
@@ -39,5 +41,7 @@ export function apiHandlers(ctx: BackendContext): Handlers {
     ...enrollmentHandlers(ctx),
     ...submitHandlers(ctx),
     ...cancelHandlers(ctx),
+    ...poisonedHandlers(ctx),
+    ...sweepHandlers(ctx),
   });
 }
