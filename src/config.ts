@@ -9,9 +9,10 @@
  */
 import { delimiter } from 'node:path';
 import { z } from 'zod';
-import { PREFIX_RE } from '../streams/names.js';
-import { formatDuration, parseDuration, parseSize } from './duration.js';
-import { parseCommandPolicy } from './worker/command-policy.js';
+import { SETTINGS } from './config-table.js';
+import type { ConfigVariable, DefaultedRow, ParsedSetting, SettingRow } from './config-table.js';
+import type { Parser, Raw } from './config-parsers.js';
+import { formatDuration } from './duration.js';
 import type { CommandPolicy } from './worker/command-policy.js';
 
 /** Where outputs go when `SONAR_S3_*` is set (otherwise the `sonar_outputs` object store). */
@@ -343,44 +344,16 @@ export interface ConfigProblem {
 export const isConfigError = (err: unknown): err is ConfigError => err instanceof ConfigError;
 
 /** Defaults as an operator would write them. */
-export const configDefaults = {
-  SONAR_NATS_URL: 'nats://127.0.0.1:4222',
-  SONAR_WORKER_CREDENTIAL_TTL: '1h',
-  SONAR_PREFIX: 'sonar',
-  SONAR_TICK: '2s',
-  SONAR_PUBLISH_TIMEOUT: '10m',
-  SONAR_ORPHAN_AGE: '10m',
-  SONAR_PULSE_INTERVAL: '5s',
-  SONAR_PULSE_TTL: '15s',
-  SONAR_RECOVERY_LIMIT: '3',
-  SONAR_RECOVERY_WINDOW: '72h',
-  SONAR_CAPACITY_MULTIPLIER: '1',
-  SONAR_DISPATCH_BATCH: '8',
-  SONAR_FINALIZERS: '4',
-  SONAR_FINALIZE_LEASE: '30s',
-  SONAR_FINALIZE_MAX_DELIVER: '6',
-  SONAR_DRAIN_GRACE: '20s',
-  SONAR_SPOT_MARGIN: '10s',
-  SONAR_WORKER_COMMANDS: 'any',
-  SONAR_MAX_OUTPUT: '64MiB',
-  SONAR_MAX_INPUT: '256KiB',
-  SONAR_MAX_OPEN_TASKS: '100000',
-  SONAR_LOCK_TTL: '10s',
-  SONAR_REPLICAS: '1',
-  SONAR_EVENTS_MAX_BYTES: 'auto',
-  SONAR_STAGING_MAX_BYTES: '1GiB',
-  SONAR_DASHBOARD: 'on',
-  SONAR_SESSION_TTL: '12h',
-  SONAR_HTTP_SECURE_COOKIE: 'auto',
-  SONAR_HTTP_TRUSTED_PROXIES: '0',
-  SONAR_RETENTION: '30d',
-  SONAR_FULL_SWEEP: '1h',
-  SONAR_STOP_GRACE: '10s',
-  SONAR_IMDS_URL: 'http://169.254.169.254',
-} as const satisfies Record<string, string>;
-
-type Raw = string | number;
-type Parser<T> = (raw: Raw) => T;
+/** Every setting's default, by variable (only those that have one). */
+export const configDefaults = Object.fromEntries(
+  Object.entries(SETTINGS).flatMap(([v, row]) =>
+    row.default === undefined ? [] : [[v, row.default]],
+  ),
+) as {
+  readonly [
+    V in ConfigVariable as (typeof SETTINGS)[V] extends DefaultedRow<unknown> ? V : never
+  ]: string;
+};
 
 /** Empty strings count as unset, so `SONAR_HTTP_PORT=` turns the port off. */
 function given(value: Raw | undefined): Raw | undefined {
@@ -409,122 +382,6 @@ function optionalSetting<T>(parse: Parser<T>) {
   });
 }
 
-const show = (raw: Raw): string => JSON.stringify(raw);
-
-const text: Parser<string> = (raw) => String(raw);
-
-function duration(min: 0 | 1): Parser<number> {
-  return (raw) => {
-    const ms = parseDuration(raw);
-    if (ms < min) throw new Error(`${show(raw)} must be more than 0 (e.g. 5s)`);
-    return ms;
-  };
-}
-
-const size: Parser<number> = (raw) => {
-  const bytes = parseSize(raw);
-  if (bytes < 1) throw new Error(`${show(raw)} must be more than 0 (e.g. 64MiB)`);
-  return bytes;
-};
-
-function integer(min: number, max = Number.MAX_SAFE_INTEGER): Parser<number> {
-  return (raw) => {
-    const trimmed = String(raw).trim();
-    if (!/^\d+$/.test(trimmed)) throw new Error(`${show(raw)} is not a whole number (e.g. ${min})`);
-    const n = Number(trimmed);
-    if (n < min) throw new Error(`${show(raw)} must be at least ${min}`);
-    if (n > max) throw new Error(`${show(raw)} must be at most ${max}`);
-    return n;
-  };
-}
-
-const sizeOrAuto: Parser<number | 'auto'> = (raw) => {
-  if (String(raw).trim().toLowerCase() === 'auto') return 'auto';
-  try {
-    return size(raw);
-  } catch {
-    throw new Error(`${show(raw)} is not a size or auto (e.g. 8GiB)`);
-  }
-};
-
-const positiveNumber: Parser<number> = (raw) => {
-  const trimmed = String(raw).trim();
-  const n = Number(trimmed);
-  if (trimmed === '' || !Number.isFinite(n))
-    throw new Error(`${show(raw)} is not a number (e.g. 1.5)`);
-  if (n <= 0) throw new Error(`${show(raw)} must be more than 0`);
-  return n;
-};
-
-const TRUE = new Set(['1', 'true', 'yes', 'on']);
-const FALSE = new Set(['0', 'false', 'no', 'off']);
-const flag: Parser<boolean> = (raw) => {
-  const value = String(raw).trim().toLowerCase();
-  if (TRUE.has(value)) return true;
-  if (FALSE.has(value)) return false;
-  throw new Error(`${show(raw)} is not a boolean (1, true, 0 or false)`);
-};
-
-const flagOrAuto: Parser<boolean | 'auto'> = (raw) => {
-  if (String(raw).trim().toLowerCase() === 'auto') return 'auto';
-  try {
-    return flag(raw);
-  } catch {
-    throw new Error(`${show(raw)} is not auto, true or false`);
-  }
-};
-
-const port: Parser<number> = (raw) => {
-  const trimmed = String(raw).trim();
-  const n = Number(trimmed);
-  if (!/^\d+$/.test(trimmed) || n > 65535) {
-    throw new Error(`${show(raw)} is not a port (0 to 65535, e.g. 8080)`);
-  }
-  return n;
-};
-
-const prefix: Parser<string> = (raw) => {
-  const value = String(raw);
-  if (!PREFIX_RE.test(value)) {
-    throw new Error(
-      `${show(raw)} is not a prefix (lowercase letters, digits, _ or -, starting with a letter, at most 31 characters, e.g. sonar)`,
-    );
-  }
-  return value;
-};
-
-const NATS_SCHEMES = new Set(['nats:', 'tls:', 'ws:', 'wss:']);
-const natsUrl: Parser<string> = (raw) => {
-  const value = String(raw).trim();
-  const ok = value.split(',').every((part) => {
-    const server = part.trim();
-    if (!server.includes('://')) return /^[^\s/:]+(:\d{1,5})?$/.test(server);
-    try {
-      const url = new URL(server);
-      return NATS_SCHEMES.has(url.protocol) && url.hostname !== '';
-    } catch (_err: unknown) {
-      return false;
-    }
-  });
-  if (!ok) throw new Error(`${show(raw)} is not a NATS URL (e.g. nats://127.0.0.1:4222)`);
-  return value;
-};
-
-const httpUrl: Parser<string> = (raw) => {
-  const value = String(raw).trim();
-  let ok = false;
-  try {
-    const url = new URL(value);
-    ok = (url.protocol === 'http:' || url.protocol === 'https:') && url.hostname !== '';
-  } catch (_err: unknown) {
-    ok = false;
-  }
-  if (!ok) throw new Error(`${show(raw)} is not an http(s) URL (e.g. http://127.0.0.1:9000)`);
-  return value.replace(/\/+$/, '');
-};
-
-const d = configDefaults;
-
 const S3_VARIABLES = [
   'SONAR_S3_ENDPOINT',
   'SONAR_S3_BUCKET',
@@ -537,228 +394,81 @@ const S3_VARIABLES = [
  * may be numbers, as CLI flags are); output: {@link SonarConfig}. Prefer {@link loadConfig},
  * which turns failures into a {@link ConfigError}.
  */
-export const sonarEnvSchema = z
-  .object({
-    SONAR_NATS_URL: setting(d.SONAR_NATS_URL, natsUrl),
-    SONAR_NATS_CREDS: optionalSetting(text),
-    SONAR_NATS_USER: optionalSetting(text),
-    SONAR_NATS_PASSWORD: optionalSetting(text),
-    SONAR_NATS_TLS_CA: optionalSetting(text),
-    SONAR_NATS_TLS_CERT: optionalSetting(text),
-    SONAR_NATS_TLS_KEY: optionalSetting(text),
-    SONAR_NATS_INBOX_PREFIX: optionalSetting(text),
-    SONAR_WORKER_SIGNING_KEY: optionalSetting(text),
-    SONAR_WORKER_ACCOUNT_JWT: optionalSetting(text),
-    SONAR_WORKER_CREDENTIAL_TTL: setting(d.SONAR_WORKER_CREDENTIAL_TTL, duration(1)),
-    SONAR_NATS_OPERATOR_SIGNING_KEY: optionalSetting(text),
-    SONAR_NATS_SYS_CREDS: optionalSetting(text),
-    SONAR_PREFIX: setting(d.SONAR_PREFIX, prefix),
-    SONAR_TICK: setting(d.SONAR_TICK, duration(1)),
-    SONAR_PUBLISH_TIMEOUT: setting(d.SONAR_PUBLISH_TIMEOUT, duration(1)),
-    SONAR_ORPHAN_AGE: setting(d.SONAR_ORPHAN_AGE, duration(1)),
-    SONAR_PULSE_INTERVAL: setting(d.SONAR_PULSE_INTERVAL, duration(1)),
-    SONAR_PULSE_TTL: setting(d.SONAR_PULSE_TTL, duration(1)),
-    SONAR_RECOVERY_LIMIT: setting(d.SONAR_RECOVERY_LIMIT, integer(1)),
-    SONAR_RECOVERY_WINDOW: setting(d.SONAR_RECOVERY_WINDOW, duration(1)),
-    SONAR_CAPACITY_MULTIPLIER: setting(d.SONAR_CAPACITY_MULTIPLIER, positiveNumber),
-    SONAR_DISPATCH_BATCH: setting(d.SONAR_DISPATCH_BATCH, integer(1)),
-    SONAR_FINALIZERS: setting(d.SONAR_FINALIZERS, integer(1)),
-    SONAR_FINALIZE_LEASE: setting(d.SONAR_FINALIZE_LEASE, duration(1)),
-    SONAR_FINALIZE_MAX_DELIVER: setting(d.SONAR_FINALIZE_MAX_DELIVER, integer(1)),
-    SONAR_DRAIN_GRACE: setting(d.SONAR_DRAIN_GRACE, duration(0)),
-    SONAR_SPOT_MARGIN: setting(d.SONAR_SPOT_MARGIN, duration(0)),
-    SONAR_WORKER_COMMANDS: setting(d.SONAR_WORKER_COMMANDS, (raw) =>
-      parseCommandPolicy(String(raw)),
-    ),
-    SONAR_MAX_OUTPUT: setting(d.SONAR_MAX_OUTPUT, size),
-    SONAR_MAX_INPUT: setting(d.SONAR_MAX_INPUT, size),
-    SONAR_MAX_OPEN_TASKS: setting(d.SONAR_MAX_OPEN_TASKS, integer(1)),
-    SONAR_LOCK_TTL: setting(d.SONAR_LOCK_TTL, duration(1)),
-    SONAR_REPLICAS: setting(d.SONAR_REPLICAS, integer(1, 5)),
-    SONAR_EVENTS_MAX_BYTES: setting(d.SONAR_EVENTS_MAX_BYTES, sizeOrAuto),
-    SONAR_STAGING_MAX_BYTES: setting(d.SONAR_STAGING_MAX_BYTES, size),
-    SONAR_HTTP_PORT: optionalSetting(port),
-    SONAR_HTTP_HOST: optionalSetting(text),
-    SONAR_HTTP_TOKEN: optionalSetting(text),
-    SONAR_DASHBOARD: setting(d.SONAR_DASHBOARD, flag),
-    SONAR_SESSION_TTL: setting(d.SONAR_SESSION_TTL, duration(1)),
-    SONAR_HTTP_SECURE_COOKIE: setting(d.SONAR_HTTP_SECURE_COOKIE, flagOrAuto),
-    SONAR_HTTP_TRUSTED_PROXIES: setting(d.SONAR_HTTP_TRUSTED_PROXIES, integer(0, 16)),
-    SONAR_RETENTION: setting(d.SONAR_RETENTION, duration(1)),
-    SONAR_FULL_SWEEP: setting(d.SONAR_FULL_SWEEP, duration(1)),
-    SONAR_STOP_GRACE: setting(d.SONAR_STOP_GRACE, duration(1)),
-    SONAR_IMDS_URL: setting(d.SONAR_IMDS_URL, httpUrl),
-    SONAR_S3_ENDPOINT: optionalSetting(httpUrl),
-    SONAR_S3_BUCKET: optionalSetting(text),
-    SONAR_S3_ACCESS_KEY: optionalSetting(text),
-    SONAR_S3_SECRET_KEY: optionalSetting(text),
-    SONAR_ALLOW_SNAPSHOT_LOSS: optionalSetting(flag),
-  })
-  .transform((env, ctx): SonarConfig => {
-    const problem = (variable: string, message: string): void => {
-      ctx.addIssue({ code: 'custom', message, path: [variable] });
-    };
-    // Workers would look dead between two pulses.
-    if (env.SONAR_PULSE_TTL <= env.SONAR_PULSE_INTERVAL) {
-      problem(
-        'SONAR_PULSE_TTL',
-        `"${formatDuration(env.SONAR_PULSE_TTL)}" must be more than SONAR_PULSE_INTERVAL (${formatDuration(env.SONAR_PULSE_INTERVAL)})`,
-      );
-    }
-    // The leader renews its lock every tick; a shorter TTL would lose it between renewals.
-    if (env.SONAR_LOCK_TTL <= env.SONAR_TICK) {
-      problem(
-        'SONAR_LOCK_TTL',
-        `"${formatDuration(env.SONAR_LOCK_TTL)}" must be more than SONAR_TICK (${formatDuration(env.SONAR_TICK)})`,
-      );
-    }
-    // A certificate is useless without its key, and the reverse: refuse half a pair.
-    if ((env.SONAR_NATS_TLS_CERT === undefined) !== (env.SONAR_NATS_TLS_KEY === undefined)) {
-      const [missing, given] =
-        env.SONAR_NATS_TLS_CERT === undefined
-          ? ['SONAR_NATS_TLS_CERT', 'SONAR_NATS_TLS_KEY']
-          : ['SONAR_NATS_TLS_KEY', 'SONAR_NATS_TLS_CERT'];
-      problem(missing, `unset, but ${given} is set (set both for mutual TLS, or neither)`);
-    }
-    const s3Set = S3_VARIABLES.filter((v) => env[v] !== undefined);
-    const s3Missing = S3_VARIABLES.filter((v) => env[v] === undefined);
-    if (s3Set.length > 0 && s3Missing[0] !== undefined) {
-      problem(
-        s3Missing[0],
-        `unset, but ${s3Set.join(', ')} ${s3Set.length > 1 ? 'are' : 'is'} set (set all four SONAR_S3_* or none)`,
-      );
-    }
-    const {
-      SONAR_S3_ENDPOINT: endpoint,
-      SONAR_S3_BUCKET: bucket,
-      SONAR_S3_ACCESS_KEY: accessKey,
-      SONAR_S3_SECRET_KEY: secretKey,
-    } = env;
-    const s3 =
-      endpoint !== undefined &&
-      bucket !== undefined &&
-      accessKey !== undefined &&
-      secretKey !== undefined
-        ? { endpoint, bucket, accessKey, secretKey }
-        : undefined;
-    return dropUndefined({
-      natsUrl: env.SONAR_NATS_URL,
-      natsCreds: env.SONAR_NATS_CREDS,
-      natsUser: env.SONAR_NATS_USER,
-      natsPassword: env.SONAR_NATS_PASSWORD,
-      natsTlsCa: env.SONAR_NATS_TLS_CA,
-      natsTlsCert: env.SONAR_NATS_TLS_CERT,
-      natsTlsKey: env.SONAR_NATS_TLS_KEY,
-      natsInboxPrefix: env.SONAR_NATS_INBOX_PREFIX,
-      workerSigningKey: env.SONAR_WORKER_SIGNING_KEY,
-      workerAccountJwt: env.SONAR_WORKER_ACCOUNT_JWT,
-      workerCredentialTtlMs: env.SONAR_WORKER_CREDENTIAL_TTL,
-      natsOperatorSigningKey: env.SONAR_NATS_OPERATOR_SIGNING_KEY,
-      natsSysCreds: env.SONAR_NATS_SYS_CREDS,
-      prefix: env.SONAR_PREFIX,
-      tickMs: env.SONAR_TICK,
-      publishTimeoutMs: env.SONAR_PUBLISH_TIMEOUT,
-      orphanAgeMs: env.SONAR_ORPHAN_AGE,
-      pulseIntervalMs: env.SONAR_PULSE_INTERVAL,
-      pulseTtlMs: env.SONAR_PULSE_TTL,
-      recoveryLimit: env.SONAR_RECOVERY_LIMIT,
-      recoveryWindowMs: env.SONAR_RECOVERY_WINDOW,
-      capacityMultiplier: env.SONAR_CAPACITY_MULTIPLIER,
-      dispatchBatch: env.SONAR_DISPATCH_BATCH,
-      finalizers: env.SONAR_FINALIZERS,
-      finalizeLeaseMs: env.SONAR_FINALIZE_LEASE,
-      finalizeMaxDeliver: env.SONAR_FINALIZE_MAX_DELIVER,
-      drainGraceMs: env.SONAR_DRAIN_GRACE,
-      spotMarginMs: env.SONAR_SPOT_MARGIN,
-      workerCommands: env.SONAR_WORKER_COMMANDS,
-      maxOutputBytes: env.SONAR_MAX_OUTPUT,
-      maxInputBytes: env.SONAR_MAX_INPUT,
-      maxOpenTasks: env.SONAR_MAX_OPEN_TASKS,
-      lockTtlMs: env.SONAR_LOCK_TTL,
-      replicas: env.SONAR_REPLICAS,
-      eventsMaxBytes: env.SONAR_EVENTS_MAX_BYTES,
-      stagingMaxBytes: env.SONAR_STAGING_MAX_BYTES,
-      httpPort: env.SONAR_HTTP_PORT,
-      httpHost: env.SONAR_HTTP_HOST,
-      httpToken: env.SONAR_HTTP_TOKEN,
-      dashboard: env.SONAR_DASHBOARD,
-      sessionTtlMs: env.SONAR_SESSION_TTL,
-      httpSecureCookie: env.SONAR_HTTP_SECURE_COOKIE,
-      httpTrustedProxies: env.SONAR_HTTP_TRUSTED_PROXIES,
-      retentionMs: env.SONAR_RETENTION,
-      fullSweepMs: env.SONAR_FULL_SWEEP,
-      stopGraceMs: env.SONAR_STOP_GRACE,
-      imdsUrl: env.SONAR_IMDS_URL,
-      s3,
-      allowSnapshotLoss: env.SONAR_ALLOW_SNAPSHOT_LOSS,
-    });
-  });
+/** The zod field of each setting: its default applied, then its parser. */
+const settingShape = Object.fromEntries(
+  Object.entries(SETTINGS).map(([v, row]: [string, SettingRow<unknown>]) => [
+    v,
+    row.default === undefined ? optionalSetting(row.parse) : setting(row.default, row.parse),
+  ]),
+) as unknown as {
+  [V in ConfigVariable]: z.ZodType<ParsedSetting<(typeof SETTINGS)[V]>, Raw | undefined>;
+};
+
+export const sonarEnvSchema = z.object(settingShape).transform((env, ctx): SonarConfig => {
+  const problem = (variable: string, message: string): void => {
+    ctx.addIssue({ code: 'custom', message, path: [variable] });
+  };
+  // Workers would look dead between two pulses.
+  if (env.SONAR_PULSE_TTL <= env.SONAR_PULSE_INTERVAL) {
+    problem(
+      'SONAR_PULSE_TTL',
+      `"${formatDuration(env.SONAR_PULSE_TTL)}" must be more than SONAR_PULSE_INTERVAL (${formatDuration(env.SONAR_PULSE_INTERVAL)})`,
+    );
+  }
+  // The leader renews its lock every tick; a shorter TTL would lose it between renewals.
+  if (env.SONAR_LOCK_TTL <= env.SONAR_TICK) {
+    problem(
+      'SONAR_LOCK_TTL',
+      `"${formatDuration(env.SONAR_LOCK_TTL)}" must be more than SONAR_TICK (${formatDuration(env.SONAR_TICK)})`,
+    );
+  }
+  // A certificate is useless without its key, and the reverse: refuse half a pair.
+  if ((env.SONAR_NATS_TLS_CERT === undefined) !== (env.SONAR_NATS_TLS_KEY === undefined)) {
+    const [missing, given] =
+      env.SONAR_NATS_TLS_CERT === undefined
+        ? ['SONAR_NATS_TLS_CERT', 'SONAR_NATS_TLS_KEY']
+        : ['SONAR_NATS_TLS_KEY', 'SONAR_NATS_TLS_CERT'];
+    problem(missing, `unset, but ${given} is set (set both for mutual TLS, or neither)`);
+  }
+  const s3Set = S3_VARIABLES.filter((v) => env[v] !== undefined);
+  const s3Missing = S3_VARIABLES.filter((v) => env[v] === undefined);
+  if (s3Set.length > 0 && s3Missing[0] !== undefined) {
+    problem(
+      s3Missing[0],
+      `unset, but ${s3Set.join(', ')} ${s3Set.length > 1 ? 'are' : 'is'} set (set all four SONAR_S3_* or none)`,
+    );
+  }
+  const {
+    SONAR_S3_ENDPOINT: endpoint,
+    SONAR_S3_BUCKET: bucket,
+    SONAR_S3_ACCESS_KEY: accessKey,
+    SONAR_S3_SECRET_KEY: secretKey,
+  } = env;
+  const s3 =
+    endpoint !== undefined &&
+    bucket !== undefined &&
+    accessKey !== undefined &&
+    secretKey !== undefined
+      ? { endpoint, bucket, accessKey, secretKey }
+      : undefined;
+  // Every field but those of `s3`, which is whole or absent (checked above).
+  const fields = Object.fromEntries(
+    configVariables
+      .filter((v) => !SETTINGS[v].field.includes('.'))
+      .map((v) => [SETTINGS[v].field, env[v]]),
+  );
+  return dropUndefined({ ...fields, s3 } as SonarConfig);
+});
 
 /** Optional fields are absent rather than `undefined`, so `'httpPort' in config` means set. */
 function dropUndefined<T extends object>(value: T): T {
   return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as T;
 }
 
-/** The environment variables {@link sonarEnvSchema} reads, in DESIGN.md §9 order. */
-export type ConfigVariable = keyof z.input<typeof sonarEnvSchema>;
+export type { ConfigVariable } from './config-table.js';
 
 /** Every `SONAR_*` variable, in DESIGN.md §9 order. */
-export const configVariables = Object.keys(sonarEnvSchema.in.shape) as ConfigVariable[];
-
-const FIELD_NAMES: Record<ConfigVariable, string> = {
-  SONAR_NATS_URL: 'natsUrl',
-  SONAR_NATS_CREDS: 'natsCreds',
-  SONAR_NATS_USER: 'natsUser',
-  SONAR_NATS_PASSWORD: 'natsPassword',
-  SONAR_NATS_TLS_CA: 'natsTlsCa',
-  SONAR_NATS_TLS_CERT: 'natsTlsCert',
-  SONAR_NATS_TLS_KEY: 'natsTlsKey',
-  SONAR_NATS_INBOX_PREFIX: 'natsInboxPrefix',
-  SONAR_WORKER_SIGNING_KEY: 'workerSigningKey',
-  SONAR_WORKER_ACCOUNT_JWT: 'workerAccountJwt',
-  SONAR_WORKER_CREDENTIAL_TTL: 'workerCredentialTtlMs',
-  SONAR_NATS_OPERATOR_SIGNING_KEY: 'natsOperatorSigningKey',
-  SONAR_NATS_SYS_CREDS: 'natsSysCreds',
-  SONAR_PREFIX: 'prefix',
-  SONAR_TICK: 'tickMs',
-  SONAR_PUBLISH_TIMEOUT: 'publishTimeoutMs',
-  SONAR_ORPHAN_AGE: 'orphanAgeMs',
-  SONAR_PULSE_INTERVAL: 'pulseIntervalMs',
-  SONAR_PULSE_TTL: 'pulseTtlMs',
-  SONAR_RECOVERY_LIMIT: 'recoveryLimit',
-  SONAR_RECOVERY_WINDOW: 'recoveryWindowMs',
-  SONAR_CAPACITY_MULTIPLIER: 'capacityMultiplier',
-  SONAR_DISPATCH_BATCH: 'dispatchBatch',
-  SONAR_FINALIZERS: 'finalizers',
-  SONAR_FINALIZE_LEASE: 'finalizeLeaseMs',
-  SONAR_FINALIZE_MAX_DELIVER: 'finalizeMaxDeliver',
-  SONAR_DRAIN_GRACE: 'drainGraceMs',
-  SONAR_SPOT_MARGIN: 'spotMarginMs',
-  SONAR_WORKER_COMMANDS: 'workerCommands',
-  SONAR_MAX_OUTPUT: 'maxOutputBytes',
-  SONAR_MAX_INPUT: 'maxInputBytes',
-  SONAR_MAX_OPEN_TASKS: 'maxOpenTasks',
-  SONAR_LOCK_TTL: 'lockTtlMs',
-  SONAR_REPLICAS: 'replicas',
-  SONAR_EVENTS_MAX_BYTES: 'eventsMaxBytes',
-  SONAR_STAGING_MAX_BYTES: 'stagingMaxBytes',
-  SONAR_HTTP_PORT: 'httpPort',
-  SONAR_HTTP_HOST: 'httpHost',
-  SONAR_HTTP_TOKEN: 'httpToken',
-  SONAR_DASHBOARD: 'dashboard',
-  SONAR_SESSION_TTL: 'sessionTtlMs',
-  SONAR_HTTP_SECURE_COOKIE: 'httpSecureCookie',
-  SONAR_HTTP_TRUSTED_PROXIES: 'httpTrustedProxies',
-  SONAR_RETENTION: 'retentionMs',
-  SONAR_FULL_SWEEP: 'fullSweepMs',
-  SONAR_STOP_GRACE: 'stopGraceMs',
-  SONAR_IMDS_URL: 'imdsUrl',
-  SONAR_S3_ENDPOINT: 's3.endpoint',
-  SONAR_S3_BUCKET: 's3.bucket',
-  SONAR_S3_ACCESS_KEY: 's3.accessKey',
-  SONAR_S3_SECRET_KEY: 's3.secretKey',
-  SONAR_ALLOW_SNAPSHOT_LOSS: 'allowSnapshotLoss',
-};
+export const configVariables = Object.keys(SETTINGS) as ConfigVariable[];
 
 /**
  * The CLI flag of a variable: `SONAR_PULSE_INTERVAL` → `pulse-interval` (so
@@ -775,7 +485,7 @@ const camel = (flag: string): string =>
 const OVERRIDE_KEYS = new Map<string, ConfigVariable>(
   configVariables.flatMap((v) => [
     [v, v],
-    [FIELD_NAMES[v], v],
+    [SETTINGS[v].field, v],
     [camel(configFlag(v)), v],
   ]),
 );

@@ -1,7 +1,6 @@
 import { posix } from 'node:path';
 import { ValidationError } from '../../actors/errors.js';
 import type { Logger } from '../log.js';
-import { silentLogger } from '../log.js';
 import { NonRetryableError } from './errors.js';
 import type { TaskHandler } from './options.js';
 
@@ -140,14 +139,14 @@ export function commandRefusal(
 export function guardCommands(
   handler: TaskHandler,
   policy: CommandPolicy,
-  log: Logger = silentLogger,
+  log?: Logger,
 ): TaskHandler {
   if (policy.kind === 'any') return handler;
   return (input, ctx) => {
     const refusal = commandRefusal(policy, ctx.command);
     if (refusal !== null) {
       // The backend records the error; the log tells the worker's operator who was refused.
-      log.warn('task command refused', { runId: ctx.runId, taskId: ctx.taskId, refusal });
+      log?.warn('task command refused', { runId: ctx.runId, taskId: ctx.taskId, refusal });
       throw new NonRetryableError(refusal);
     }
     return handler(input, ctx);
