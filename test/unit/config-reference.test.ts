@@ -6,6 +6,8 @@ import { configHelp } from '../../src/cli/config-help.js';
 import { configDefaults, configVariables, loadConfig } from '../../src/config.js';
 import { CONFIG_REFERENCE_COMMAND, renderConfigReference } from '../../src/config-reference.js';
 import { SETTINGS } from '../../src/config-table.js';
+import { DEFAULT_PLAN_CONFIG } from '../../actors/reconciler/config.js';
+import { planConfigOf } from '../../src/backend/reconciler/index.js';
 
 const REFERENCE = fileURLToPath(new URL('../../docs/configuration.md', import.meta.url));
 
@@ -36,5 +38,9 @@ describe('the configuration table', () => {
       // The default parses to what loadConfig gives with nothing set.
       expect(config[row.field], v).toEqual(row.parse(row.default));
     }
+  });
+
+  it("holds the pure planner's defaults: DEFAULT_PLAN_CONFIG is the table's defaults", () => {
+    expect(planConfigOf(loadConfig({}), true)).toEqual(DEFAULT_PLAN_CONFIG);
   });
 });
