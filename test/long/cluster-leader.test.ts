@@ -5,9 +5,9 @@ import { startSecureCluster } from '../helpers/secure-nats.js';
 import type { SecureCluster } from '../helpers/secure-nats.js';
 import { killAll } from '../helpers/sonar-process.js';
 import { freshPrefix } from '../helpers/topology.js';
-import { finalizingAgain, finishScenario } from './scenario.js';
-import type { Fault } from './scenario.js';
-import { ChaosWorld, chaosRun } from './world.js';
+import { finalizingAgain, finishScenario } from '../chaos/scenario.js';
+import type { Fault } from '../chaos/scenario.js';
+import { ChaosWorld, chaosRun } from '../chaos/world.js';
 
 const TASKS = 500;
 /** The longest the killed node stays down. */
@@ -26,7 +26,7 @@ afterAll(async () => {
   await secure?.stop();
 });
 
-describe('chaos: a 3-node cluster, SONAR_REPLICAS=3, the streams leader SIGKILLed mid-run', () => {
+describe('long chaos: a 3-node cluster, SONAR_REPLICAS=3, the streams leader SIGKILLed mid-run', () => {
   it('fails over to a new leader, the node rejoins, and nothing acknowledged is lost', async () => {
     const startedAt = Date.now();
     const w = (world = await ChaosWorld.start({
