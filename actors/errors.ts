@@ -55,6 +55,26 @@ export interface Issue {
  */
 export const MAX_ISSUES_LISTED = 100;
 
+/** What a zod error holds (typed by shape: this layer needs no zod import for it). */
+interface IssueSource {
+  issues: readonly { path: readonly PropertyKey[]; message: string }[];
+}
+
+/**
+ * The one mapping of a zod error to {@link Issue}s: each path joined with dots under
+ * `prefix`, `root` naming the whole value.
+ */
+export function issuesOf(
+  error: IssueSource,
+  prefix: readonly (string | number)[] = [],
+  root = '(root)',
+): Issue[] {
+  return error.issues.map((i) => ({
+    path: [...prefix, ...i.path.map((p) => String(p))].join('.') || root,
+    message: i.message,
+  }));
+}
+
 /** The issues as `'<path>' <problem>; ...`, the first MAX_ISSUES_LISTED, and those listed. */
 export function listIssues(issues: readonly Issue[]): { text: string; listed: Issue[] } {
   const listed = issues.slice(0, MAX_ISSUES_LISTED);

@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import { DecodeError } from './errors.js';
+import { DecodeError, issuesOf, listIssues } from './errors.js';
 import { retentionEventData, retentionEventKinds } from './retention/retention.events.js';
 import type { RetentionEvent } from './retention/retention.events.js';
 import { runEventData } from './run/run.events.js';
@@ -67,10 +67,8 @@ export function decodeEvent(
   }
   const parsed = schemas[type].safeParse(data ?? {});
   if (!parsed.success) {
-    const problems = parsed.error.issues
-      .map((i) => `'${i.path.join('.') || 'data'}' ${i.message}`)
-      .join('; ');
-    return { ok: false, error: new DecodeError(`${type}: ${problems}`) };
+    const { text } = listIssues(issuesOf(parsed.error, [], 'data'));
+    return { ok: false, error: new DecodeError(`${type}: ${text}`) };
   }
   return { ok: true, value: { type, data: parsed.data, time } as SonarEvent };
 }

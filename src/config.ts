@@ -9,6 +9,7 @@
  */
 import { delimiter } from 'node:path';
 import { z } from 'zod';
+import { ErrorCode, SonarError } from '../actors/errors.js';
 import { SETTINGS } from './config-table.js';
 import type { ConfigVariable, DefaultedRow, ParsedSetting, SettingRow } from './config-table.js';
 import type { Parser, Raw } from './config-parsers.js';
@@ -316,7 +317,7 @@ export interface SonarConfig {
 }
 
 /** A configuration value was refused. The message names the variable and the value. */
-export class ConfigError extends Error {
+export class ConfigError extends SonarError {
   override readonly name = 'ConfigError';
   /** Every problem found; {@link ConfigError.variable} and `value` are the first one's. */
   readonly problems: readonly ConfigProblem[];
@@ -326,7 +327,12 @@ export class ConfigError extends Error {
   readonly value: string | number | undefined;
 
   constructor(problems: readonly [ConfigProblem, ...ConfigProblem[]], options?: ErrorOptions) {
-    super(problems.map((p) => `${p.variable}: ${p.message}`).join('; '), options);
+    super(
+      ErrorCode.Validation,
+      problems.map((p) => `${p.variable}: ${p.message}`).join('; '),
+      { variable: problems[0].variable, problems: problems.map((p) => p.message) },
+      options,
+    );
     this.problems = problems;
     this.variable = problems[0].variable;
     this.value = problems[0].value;

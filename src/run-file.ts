@@ -6,8 +6,7 @@
  * @module
  */
 import { createHash } from 'node:crypto';
-import type { z } from 'zod';
-import { listIssues, ValidationError } from '../actors/errors.js';
+import { issuesOf, listIssues, ValidationError } from '../actors/errors.js';
 import type { Issue } from '../actors/errors.js';
 import { nestsDeeperThan } from './json-depth.js';
 import { inputBytes, inputSizeProblem, MAX_INPUT_DEPTH } from './limits.js';
@@ -18,14 +17,6 @@ import type { ParsedRunFile } from './protocol.js';
 export interface RunFileLimits {
   /** `SONAR_MAX_INPUT` in bytes: a task input's JSON may not be larger (`Infinity`: unchecked). */
   maxInputBytes: number;
-}
-
-/** Maps zod issues to `{ path, message }`, paths joined with dots under `prefix`. */
-export function issuesOfZod(error: z.ZodError, prefix: (string | number)[] = []): Issue[] {
-  return error.issues.map((i) => ({
-    path: [...prefix, ...i.path.map((p) => String(p))].join('.') || '(root)',
-    message: i.message,
-  }));
 }
 
 /** A ValidationError listing every issue, the message naming each path and problem. */
@@ -193,7 +184,7 @@ export function taskIssues(
  */
 export function validateRunFile(raw: unknown, limits: RunFileLimits): ParsedRunFile {
   const parsed = runFileSchema.safeParse(raw);
-  const issues: Issue[] = parsed.success ? [] : issuesOfZod(parsed.error);
+  const issues: Issue[] = parsed.success ? [] : issuesOf(parsed.error);
   // The cross-field checks read the raw file too, so that a bad id and a cycle are both listed.
   const steps = isRecord(raw) ? raw['steps'] : undefined;
   pushAll(issues, stepGraphIssues(steps));

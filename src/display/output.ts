@@ -1,9 +1,12 @@
-import { isSonarError, ErrorCode } from '../../actors/errors.js';
+import { ErrorCode, SonarError, isSonarError } from '../../actors/errors.js';
 import { isConfigError, processEnvironment } from '../config.js';
 
 /** A usage mistake: exit 2, like a validation error. */
-export class UsageError extends Error {
+export class UsageError extends SonarError {
   override readonly name = 'UsageError';
+  constructor(message: string, options?: ErrorOptions) {
+    super(ErrorCode.Validation, message, {}, options);
+  }
 }
 
 /**

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { ErrorCode, SonarError } from '../../actors/errors.js';
 
 // Where the validator is between two bytes.
 const S = {
@@ -65,8 +66,11 @@ const show = (b: number): string =>
   b >= 0x20 && b < 0x7f ? JSON.stringify(String.fromCharCode(b)) : `byte 0x${b.toString(16)}`;
 
 /** Thrown by {@link JsonStreamValidator} for the first byte that cannot belong to JSON. */
-export class InvalidJsonError extends Error {
+export class InvalidJsonError extends SonarError {
   override readonly name = 'InvalidJsonError';
+  constructor(message: string) {
+    super(ErrorCode.Validation, message);
+  }
 }
 
 export class JsonStreamValidator {

@@ -1,3 +1,5 @@
+import { ErrorCode, SonarError } from '../../actors/errors.js';
+
 /**
  * Thrown by a task handler to fail the task at once, without retries: `fail` is sent with
  * `retryable: false` (BullMQ's `UnrecoverableError`). Any other error is a retryable failure.
@@ -10,13 +12,16 @@ export const isNonRetryableError = (e: unknown): e is NonRetryableError =>
   e instanceof NonRetryableError;
 
 /** A Worker method called in a lifecycle state that does not allow it. */
-export class IllegalStateError extends Error {
+export class IllegalStateError extends SonarError {
   override readonly name = 'IllegalStateError';
   constructor(
     readonly state: string,
     readonly operation: string,
   ) {
-    super(`worker: cannot ${operation} while ${state}`);
+    super(ErrorCode.IllegalTransition, `worker: cannot ${operation} while ${state}`, {
+      state,
+      operation,
+    });
   }
 }
 

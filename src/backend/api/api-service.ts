@@ -5,6 +5,7 @@ import {
   SonarError,
   ValidationError,
   isSonarError,
+  issuesOf,
   listIssues,
 } from '../../../actors/errors.js';
 import type { Names } from '../../../streams/names.js';
@@ -40,11 +41,7 @@ function routeOf(rest: string): Route {
 
 /** Maps zod issues to the `'<path>' <problem>` form, every problem listed. */
 export function validationErrorOf(what: string, error: z.ZodError): ValidationError {
-  const issues = error.issues.map((i) => ({
-    path: i.path.join('.') || '(root)',
-    message: i.message,
-  }));
-  const { text, listed } = listIssues(issues);
+  const { text, listed } = listIssues(issuesOf(error));
   return new ValidationError(`${what}: ${text}`, listed);
 }
 

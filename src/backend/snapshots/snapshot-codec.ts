@@ -1,3 +1,4 @@
+import { ErrorCode, SonarError } from '../../../actors/errors.js';
 import { createProjection } from '../../../actors/projection.js';
 import type {
   Aggregate,
@@ -207,14 +208,14 @@ export function* encodeCapture(c: Capture, batchChars = 60 * 1024): Generator<st
 }
 
 /** Why a stored snapshot was not used. */
-export class SnapshotUnusableError extends Error {
+export class SnapshotUnusableError extends SonarError {
   override readonly name = 'SnapshotUnusableError';
   constructor(
     readonly reason: 'corrupt' | 'old-version',
     message: string,
     options?: ErrorOptions,
   ) {
-    super(message, options);
+    super(ErrorCode.Decode, message, { reason }, options);
   }
 }
 

@@ -9,6 +9,7 @@ import { parseDuration } from '../../duration.js';
 import { registryEntrySchema } from '../../protocol.js';
 import type { RegistryEntry } from '../../protocol.js';
 import { UsageError } from '../../display/output.js';
+import { issuesOf, listIssues } from '../../../actors/errors.js';
 
 interface PlanFlags {
   live: string;
@@ -44,10 +45,8 @@ async function readLive(file: string): Promise<RegistryEntry[]> {
   }
   const parsed = registryEntrySchema.array().safeParse(raw);
   if (!parsed.success) {
-    const problems = parsed.error.issues.map(
-      (i) => `'${i.path.join('.') || '(root)'}' ${i.message}`,
-    );
-    throw new UsageError(`${file} is not an array of registry entries: ${problems.join('; ')}`);
+    const { text } = listIssues(issuesOf(parsed.error));
+    throw new UsageError(`${file} is not an array of registry entries: ${text}`);
   }
   return parsed.data;
 }

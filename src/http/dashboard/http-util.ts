@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { ErrorCode, isSonarError } from '../../../actors/errors.js';
+import { ErrorCode, SonarError, isSonarError } from '../../../actors/errors.js';
 import type { Html } from './html.js';
 
 /**
@@ -106,9 +106,9 @@ export async function readBody(req: IncomingMessage, limit = 16 * 1024): Promise
   return Buffer.concat(chunks).toString('utf8');
 }
 
-export class BodyTooLarge extends Error {
+export class BodyTooLarge extends SonarError {
   override readonly name = 'BodyTooLarge';
   constructor(readonly limit: number) {
-    super(`request body over ${limit} bytes`);
+    super(ErrorCode.Validation, `request body over ${limit} bytes`, { limit });
   }
 }
