@@ -3,6 +3,7 @@
  * in this one place from the prefix. `SONAR_PREFIX=p` gives `p.events.>`, `P_EVENTS` and
  * `p_workers`; consumer names live inside their stream and keep no prefix.
  */
+import { ValidationError } from '../actors/errors.js';
 export interface Names {
   prefix: string;
   streams: {
@@ -80,7 +81,9 @@ export const PREFIX_RE = /^[a-z][a-z0-9_-]{0,30}$/;
 
 export function names(prefix = 'sonar'): Names {
   if (!PREFIX_RE.test(prefix)) {
-    throw new Error(`prefix must match ${String(PREFIX_RE)}, got ${JSON.stringify(prefix)}`);
+    throw new ValidationError(
+      `prefix must match ${String(PREFIX_RE)}, got ${JSON.stringify(prefix)}`,
+    );
   }
   const upper = prefix.toUpperCase().replace(/-/g, '_');
   const ev = `${prefix}.events`;

@@ -6,6 +6,7 @@ import type { ObjectStore } from '@nats-io/obj';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { Names } from '../../streams/names.js';
 import type { OutputInfo, OutputStore } from './output-store.js';
+import { ErrorCode, SonarError } from '../../actors/errors.js';
 
 /**
  * Chunks a read holds ahead of its reader. The client's own `get` pushes the whole object
@@ -59,7 +60,8 @@ export class NatsOutputStore implements OutputStore {
    */
   async *read(ref: string, signal: AbortSignal): AsyncIterable<Uint8Array> {
     const info = await this.os.info(ref);
-    if (!info || info.deleted) throw new Error(`no object ${JSON.stringify(ref)}`);
+    if (!info || info.deleted)
+      throw new SonarError(ErrorCode.NotFound, `no object ${JSON.stringify(ref)}`, { ref });
     if (info.size === 0) return;
     signal.throwIfAborted();
     const consumer = await this.js.consumers.get(`OBJ_${this.bucket}`, {
@@ -88,11 +90,19 @@ export class NatsOutputStore implements OutputStore {
       await consumer.delete().catch(() => undefined);
     }
     if (got !== info.size) {
-      throw new Error(`object ${JSON.stringify(ref)} read ${got} bytes of its ${info.size}`);
+      throw new SonarError(
+        ErrorCode.Decode,
+        `object ${JSON.stringify(ref)} read ${got} bytes of its ${info.size}`,
+        { ref },
+      );
     }
     const want = normalDigest(info.digest.replace(/^SHA-256=/i, ''));
     if (normalDigest(sha.digest('base64')) !== want) {
-      throw new Error(`object ${JSON.stringify(ref)} does not match its digest ${info.digest}`);
+      throw new SonarError(
+        ErrorCode.Decode,
+        `object ${JSON.stringify(ref)} does not match its digest ${info.digest}`,
+        { ref },
+      );
     }
   }
 

@@ -2,7 +2,7 @@ import { createUser } from '@nats-io/nkeys';
 import type { KeyPair } from '@nats-io/nkeys';
 import { jwtAuthenticator } from '@nats-io/transport-node';
 import type { Authenticator } from '@nats-io/transport-node';
-import { ErrorCode } from '../../actors/errors.js';
+import { ErrorCode, SonarError } from '../../actors/errors.js';
 import type { Logger } from '../log.js';
 import type { CredentialReply } from '../protocol.js';
 import type { ApiClient } from './api-client.js';
@@ -158,7 +158,10 @@ export class WorkerCredential {
     this.mode = reply.mode === 'secure' ? 'secure' : 'open';
     if (this.mode !== 'secure') return;
     if (reply.jwt === null || reply.expiresAt === null) {
-      throw new Error('the backend answered secure mode without a credential');
+      throw new SonarError(
+        ErrorCode.Decode,
+        'the backend answered secure mode without a credential',
+      );
     }
     this.jwt = reply.jwt;
     this.expiresAt = Date.parse(reply.expiresAt);

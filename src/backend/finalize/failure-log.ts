@@ -2,6 +2,7 @@ import { Kvm } from '@nats-io/kv';
 import type { KV } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { Names } from '../../../streams/names.js';
+import { ErrorCode, SonarError } from '../../../actors/errors.js';
 
 /** One failed finalization attempt, as kept in `sonar_finalize_errors` and `SONAR_POISON`. */
 export interface FinalizeFailure {
@@ -60,7 +61,12 @@ export class FailureLog {
         lastErr = err;
       }
     }
-    throw new Error(`could not record the finalize error of ${key}`, { cause: lastErr });
+    throw new SonarError(
+      ErrorCode.Unavailable,
+      `could not record the finalize error of ${key}`,
+      { key },
+      { cause: lastErr },
+    );
   }
 
   /** The attempt's history, oldest first ([] when it never failed). */

@@ -20,6 +20,7 @@ import { MaxDeliveriesWatcher } from './max-deliveries-watcher.js';
 import { Poisoner } from './poisoner.js';
 import { SerialPuller } from './serial-puller.js';
 import { StragglerGuard } from '../straggler-guard.js';
+import { ValidationError } from '../../../actors/errors.js';
 
 /** User input; every field optional (STYLE C3). Durations are ms or strings like `30s`. */
 export interface FinalizerPoolOptions {
@@ -101,7 +102,9 @@ export function resolveFinalizerPoolOptions(
     v === undefined ? fallback : parseDuration(v);
   const size = opts.size ?? defaults.size;
   if (!Number.isInteger(size) || size < 1) {
-    throw new Error(`finalizer pool 'size' must be a whole number of at least 1, got ${size}`);
+    throw new ValidationError(
+      `finalizer pool 'size' must be a whole number of at least 1, got ${size}`,
+    );
   }
   return {
     size,

@@ -5,6 +5,7 @@ import type { Projection } from '../../../actors/projection.js';
 import type { Names } from '../../../streams/names.js';
 import { registryEntrySchema } from '../../protocol.js';
 import type { RegistryEntry } from '../../protocol.js';
+import { ErrorCode, SonarError } from '../../../actors/errors.js';
 
 /**
  * A live registry entry as the backend sees it: the worker's own fields, with `pulseAt`
@@ -44,7 +45,13 @@ export class Registry {
     // Each try may take twice as long as the one before: a slow listing still ends.
     for (let boundMs = LISTING_ATTEMPT_MS; listed === null; boundMs *= 2) {
       const leftMs = deadline - performance.now();
-      if (leftMs <= 0) throw new Error(`registry listing took more than ${timeoutMs} ms`);
+      if (leftMs <= 0) {
+        throw new SonarError(
+          ErrorCode.Unavailable,
+          `registry listing took more than ${timeoutMs} ms`,
+          { timeoutMs },
+        );
+      }
       listed = await this.listKeys(Math.min(leftMs, boundMs));
     }
     const reads = [...listed].map((key) => this.read(key));
