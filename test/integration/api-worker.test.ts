@@ -1,7 +1,5 @@
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
-import { connect } from '@nats-io/transport-node';
-import type { NatsConnection } from '@nats-io/transport-node';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { dispatchTask } from '../../src/backend/reconciler/dispatch.js';
 import { Kvm } from '@nats-io/kv';
 import { retryDelayMs } from '../../src/backend/api/handlers/worker-handlers.js';
@@ -9,38 +7,31 @@ import { maxSlotsFor } from '../../src/pulse-size.js';
 import { SonarClient } from '../../src/client/client.js';
 import type { DispatchMessage } from '../../src/protocol.js';
 import { ApiClient } from '../../src/worker/api-client.js';
-import { startNatsServer } from '../helpers/nats-server.js';
-import type { NatsServer } from '../helpers/nats-server.js';
+import { serverPerFile } from '../helpers/server-per-file.js';
 import { eventsOf, runFileOf, startTestBackend, taskOf } from '../helpers/worker-fixtures.js';
 import type { TestBackend } from '../helpers/worker-fixtures.js';
 
-let server: NatsServer;
-let nc: NatsConnection;
+const nats = serverPerFile();
 let tb: TestBackend | undefined;
 
-beforeAll(async () => {
-  server = await startNatsServer();
-  nc = await connect({ servers: server.url });
-});
 afterEach(async () => {
   await tb?.stop();
   tb = undefined;
 });
-afterAll(async () => {
-  await nc?.close();
-  await server?.stop();
-});
 
 /** A backend, a submitted run `r1` (tasks t0, t1 on tag `a`), and a joined worker `w1`. */
 async function world(env: Record<string, string> = {}) {
-  tb = await startTestBackend(server.url, nc, env);
+  tb = await startTestBackend(nats.server.url, nats.nc, env);
   const { ctx } = tb;
   const n = ctx.names;
-  const client = new SonarClient(nc, { prefix: n.prefix });
+  const client = new SonarClient(nats.nc, { prefix: n.prefix });
   await client.submit(runFileOf('r1', [{ id: 's1', tags: ['a'], count: 2 }]));
-  const api = new ApiClient(nc, n, { retryForMs: 0 });
+  const api = new ApiClient(nats.nc, n, { retryForMs: 0 });
   await api.request('join', { workerId: 'w1', host: 'h1', tags: ['a'], slots: 2 });
-  const consumer = await jetstream(nc).consumers.get(n.streams.dispatch, n.consumers.dispatch('a'));
+  const consumer = await jetstream(nats.nc).consumers.get(
+    n.streams.dispatch,
+    n.consumers.dispatch('a'),
+  );
   /** Dispatches a task and takes its message off the queue, as a worker would. */
   const publish = async (taskId: string): Promise<DispatchMessage> => {
     await dispatchTask(ctx, `r1.${taskId}`, 'a');
@@ -81,7 +72,7 @@ describe('join', () => {
       stream: n.streams.dispatch,
       consumers: { x: 'dispatch_x', y: 'dispatch_y' },
     });
-    const jsm = await jetstreamManager(nc);
+    const jsm = await jetstreamManager(nats.nc);
     await expect(jsm.consumers.info(n.streams.dispatch, 'dispatch_y')).resolves.toBeTruthy();
     const again = await api.request('join', {
       workerId: 'w2',
@@ -111,7 +102,7 @@ describe('join', () => {
 describe('join: slots bounded so that a full pulse fits in one message', () => {
   it('refuses more slots than a pulse can list, naming slots and the bound, writing nothing', async () => {
     const { ctx, n, api } = await world();
-    const bound = maxSlotsFor(nc.info!.max_payload);
+    const bound = maxSlotsFor(nats.nc.info!.max_payload);
     expect(bound).toBe(7_878); // the server's default max_payload, 1 MiB
     const join = (workerId: string, slots: number) =>
       api.request('join', { workerId, host: 'h', tags: ['big'], slots });
@@ -124,7 +115,7 @@ describe('join: slots bounded so that a full pulse fits in one message', () => {
     });
     await expect(join('w9', 10_000)).rejects.toMatchObject({ code: 'validation' });
     expect(await eventsOf(ctx, n.subjects.worker('w9'))).toHaveLength(0);
-    const jsm = await jetstreamManager(nc);
+    const jsm = await jetstreamManager(nats.nc);
     await expect(jsm.consumers.info(n.streams.dispatch, 'dispatch_big')).rejects.toThrow();
     // At the bound it joins; 65 tags are refused by the schema.
     await expect(join('w9', bound)).resolves.toHaveProperty('stream');
@@ -136,7 +127,7 @@ describe('join: slots bounded so that a full pulse fits in one message', () => {
 
   it('a worst-case pulse at the bound is stored by the server; at 10,000 slots it is not', async () => {
     const { n } = await world();
-    const kv = await new Kvm(nc).open(n.buckets.workers);
+    const kv = await new Kvm(nats.nc).open(n.buckets.workers);
     const entry = (slots: number) =>
       JSON.stringify({
         workerId: 'w'.repeat(64),
@@ -151,7 +142,7 @@ describe('join: slots bounded so that a full pulse fits in one message', () => {
           (_, i) => `${'r'.repeat(64)}.${`${i}`.padStart(64, 't')}`,
         ),
       });
-    const fits = entry(maxSlotsFor(nc.info!.max_payload));
+    const fits = entry(maxSlotsFor(nats.nc.info!.max_payload));
     const rev = await kv.put('worst', fits);
     // The next pulse is a compare-and-set: its header counts against max_payload too.
     await expect(kv.update('worst', fits, rev)).resolves.toBeGreaterThan(rev);
@@ -267,7 +258,9 @@ describe('bad requests', () => {
     const d = await publish('t0');
     const before = await count('t0');
     const raw = async (verb: string, body: string) =>
-      JSON.parse(new TextDecoder().decode((await nc.request(n.subjects.api(verb), body)).data)) as {
+      JSON.parse(
+        new TextDecoder().decode((await nats.nc.request(n.subjects.api(verb), body)).data),
+      ) as {
         error?: { code: string; message: string };
       };
 

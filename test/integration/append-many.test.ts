@@ -3,31 +3,17 @@
  * same guarantees as `append`, many at once: the expected last subject sequence, msg-id
  * dedupe, results in input order, one refusal not stopping the others.
  */
-import { connect } from '@nats-io/transport-node';
-import type { NatsConnection } from '@nats-io/transport-node';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { SonarEvent } from '../../actors/events.js';
 import { encodeEnvelope } from '../../streams/envelope.js';
 import { ConcurrencyError } from '../../streams/errors.js';
 import { EventStore } from '../../streams/event-store.js';
 import type { AppendItem } from '../../streams/event-store.js';
 import { taskCreated, taskPublished } from '../helpers/event-builders.js';
-import { startNatsServer } from '../helpers/nats-server.js';
-import type { NatsServer } from '../helpers/nats-server.js';
+import { serverPerFile } from '../helpers/server-per-file.js';
 import { freshTopology } from '../helpers/topology.js';
 
-let server: NatsServer;
-let nc: NatsConnection;
-
-beforeAll(async () => {
-  server = await startNatsServer();
-  nc = await connect({ servers: server.url });
-});
-
-afterAll(async () => {
-  await nc?.close();
-  await server?.stop();
-});
+const nats = serverPerFile();
 
 const item = (subject: string, id: string, e: SonarEvent, expectedSeq?: number): AppendItem => ({
   subject,
@@ -37,8 +23,8 @@ const item = (subject: string, id: string, e: SonarEvent, expectedSeq?: number):
 
 describe('EventStore.appendMany', () => {
   it('appends many aggregates, a window at a time, results in input order', async () => {
-    const n = await freshTopology(nc);
-    const store = new EventStore(nc, n);
+    const n = await freshTopology(nats.nc);
+    const store = new EventStore(nats.nc, n);
     const items = Array.from({ length: 300 }, (_, i) =>
       item(n.subjects.task('r1', `t${i}`), `c${i}`, taskCreated({ taskId: `t${i}` }), 0),
     );
@@ -52,8 +38,8 @@ describe('EventStore.appendMany', () => {
   });
 
   it('a stale expected sequence is a ConcurrencyError for that entry only', async () => {
-    const n = await freshTopology(nc);
-    const store = new EventStore(nc, n);
+    const n = await freshTopology(nats.nc);
+    const store = new EventStore(nats.nc, n);
     const a = n.subjects.task('r1', 'a');
     const b = n.subjects.task('r1', 'b');
     const [created] = await store.appendMany([item(a, 'ca', taskCreated({ taskId: 'a' }), 0)]);
@@ -72,8 +58,8 @@ describe('EventStore.appendMany', () => {
   });
 
   it('a repeated msg id is stored once and answered as a duplicate', async () => {
-    const n = await freshTopology(nc);
-    const store = new EventStore(nc, n);
+    const n = await freshTopology(nats.nc);
+    const store = new EventStore(nats.nc, n);
     const subject = n.subjects.task('r1', 't1');
     const e = taskCreated();
     const [first] = await store.appendMany([item(subject, 'same', e, 0)]);
@@ -85,8 +71,8 @@ describe('EventStore.appendMany', () => {
   });
 
   it('stores a given payload as is, and the event id as its msg id', async () => {
-    const n = await freshTopology(nc);
-    const store = new EventStore(nc, n);
+    const n = await freshTopology(nats.nc);
+    const store = new EventStore(nats.nc, n);
     const subject = n.subjects.task('r1', 't1');
     const e = taskCreated();
     const event = { id: 'pre', type: e.type, data: e.data };
@@ -97,7 +83,7 @@ describe('EventStore.appendMany', () => {
   });
 
   it('an empty batch answers at once', async () => {
-    const n = await freshTopology(nc);
-    await expect(new EventStore(nc, n).appendMany([])).resolves.toEqual([]);
+    const n = await freshTopology(nats.nc);
+    await expect(new EventStore(nats.nc, n).appendMany([])).resolves.toEqual([]);
   });
 });

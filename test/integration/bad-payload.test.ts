@@ -5,37 +5,29 @@
  * with an error, and no stream or bucket moves: no partial write.
  */
 import { jetstreamManager } from '@nats-io/jetstream';
-import { connect } from '@nats-io/transport-node';
-import type { NatsConnection } from '@nats-io/transport-node';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ValidationError } from '../../actors/errors.js';
 import { SonarClient } from '../../src/client/client.js';
 import { requestSchemas } from '../../src/protocol.js';
 import type { Verb } from '../../src/protocol.js';
-import { startNatsServer } from '../helpers/nats-server.js';
-import type { NatsServer } from '../helpers/nats-server.js';
+import { serverPerFile } from '../helpers/server-per-file.js';
 import { startTestBackend } from '../helpers/worker-fixtures.js';
 import type { TestBackend } from '../helpers/worker-fixtures.js';
 
-let server: NatsServer;
-let nc: NatsConnection;
+const nats = serverPerFile();
 let tb: TestBackend;
 
 beforeAll(async () => {
-  server = await startNatsServer();
-  nc = await connect({ servers: server.url });
-  tb = await startTestBackend(server.url, nc, { SONAR_MAX_INPUT: '1KiB' });
+  tb = await startTestBackend(nats.server.url, nats.nc, { SONAR_MAX_INPUT: '1KiB' });
 });
 afterAll(async () => {
   await tb?.stop();
-  await nc?.close();
-  await server?.stop();
 });
 
 /** The last sequence of every stream of the topology: any write moves one. */
 async function watermark(): Promise<Record<string, number>> {
-  const jsm = await jetstreamManager(nc);
+  const jsm = await jetstreamManager(nats.nc);
   const n = tb.ctx.names;
   const streams = [
     ...Object.values(n.streams),
@@ -54,7 +46,7 @@ async function ask(
   body: unknown,
 ): Promise<{ ok?: unknown; error?: { code: string } }> {
   const payload = typeof body === 'string' ? body : JSON.stringify(body);
-  const m = await nc.request(tb.ctx.names.subjects.api(verb), payload, { timeout: 5_000 });
+  const m = await nats.nc.request(tb.ctx.names.subjects.api(verb), payload, { timeout: 5_000 });
   return m.json();
 }
 
@@ -243,7 +235,7 @@ describe('input that blew up inside the backend is refused with `validation`, by
   });
 
   it('the client SDK refuses the same before sending anything', async () => {
-    const client = new SonarClient(nc, { prefix: tb.ctx.names.prefix, maxInputBytes: 1024 });
+    const client = new SonarClient(nats.nc, { prefix: tb.ctx.names.prefix, maxInputBytes: 1024 });
     const before = await watermark();
     const deep = JSON.parse(nestedJson(100_000)) as unknown;
     const deepErr = await client

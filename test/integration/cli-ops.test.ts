@@ -2,13 +2,10 @@ import { spawn } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { connect } from '@nats-io/transport-node';
-import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunFile } from '../../src/protocol.js';
 import { eventually } from '../helpers/eventually.js';
-import { startNatsServer } from '../helpers/nats-server.js';
-import type { NatsServer } from '../helpers/nats-server.js';
+import { serverPerFile } from '../helpers/server-per-file.js';
 import {
   killWorkers,
   ROOT,
@@ -18,15 +15,12 @@ import {
 } from '../helpers/worker-fixtures.js';
 import type { TestBackend } from '../helpers/worker-fixtures.js';
 
-let server: NatsServer;
-let nc: NatsConnection;
+const nats = serverPerFile();
 let tb: TestBackend;
 let dir: string;
 
 beforeAll(async () => {
-  server = await startNatsServer();
-  nc = await connect({ servers: server.url });
-  tb = await startTestBackend(server.url, nc, {}, { reconciler: true });
+  tb = await startTestBackend(nats.server.url, nats.nc, {}, { reconciler: true });
   dir = await mkdtemp(join(tmpdir(), 'sonar-cli-'));
   spawnWorker(tb.env, ['--worker-id', 'w1', '--tags', 'a', '--slots', '2']);
   await eventually(() => tb.ctx.loop.projection.workers.get('w1')?.snapshot.value === 'Active', {
@@ -37,8 +31,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await killWorkers();
   await tb?.stop();
-  await nc?.close();
-  await server?.stop();
   await rm(dir, { recursive: true, force: true });
 });
 

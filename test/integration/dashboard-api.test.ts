@@ -1,7 +1,5 @@
 import { request } from 'node:http';
 import { Kvm } from '@nats-io/kv';
-import { connect } from '@nats-io/transport-node';
-import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SonarClient } from '../../src/client/client.js';
 import { dispatchTask } from '../../src/backend/reconciler/dispatch.js';
@@ -14,23 +12,19 @@ import { createLogger } from '../../src/log.js';
 import { call, startDashboardBackend } from '../helpers/dashboard-fixtures.js';
 import type { DashboardBackend } from '../helpers/dashboard-fixtures.js';
 import { eventually } from '../helpers/eventually.js';
-import { startNatsServer } from '../helpers/nats-server.js';
-import type { NatsServer } from '../helpers/nats-server.js';
+import { serverPerFile } from '../helpers/server-per-file.js';
 
 const HOSTILE = '<img src=x onerror=alert(1)>';
 const TOKEN = 'dashboard-test-token-0123456789';
 
-let server: NatsServer;
-let nc: NatsConnection;
+const nats = serverPerFile();
 let open: DashboardBackend;
 let locked: DashboardBackend;
 const logLines: string[] = [];
 
 beforeAll(async () => {
-  server = await startNatsServer();
-  nc = await connect({ servers: server.url });
-  open = await startDashboardBackend(server.url, nc);
-  locked = await startDashboardBackend(server.url, nc, {
+  open = await startDashboardBackend(nats.server.url, nats.nc);
+  locked = await startDashboardBackend(nats.server.url, nats.nc, {
     env: { SONAR_HTTP_TOKEN: TOKEN },
     log: createLogger({ level: 'debug', destination: { write: (l) => logLines.push(l) } }),
   });
@@ -40,8 +34,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await open?.stop();
   await locked?.stop();
-  await nc?.close();
-  await server?.stop();
 });
 
 /**
@@ -50,7 +42,7 @@ afterAll(async () => {
  */
 async function seed(b: DashboardBackend): Promise<void> {
   const { ctx } = b;
-  const client = new SonarClient(nc, { prefix: ctx.names.prefix });
+  const client = new SonarClient(nats.nc, { prefix: ctx.names.prefix });
   await client.submit({
     runId: 'r1',
     steps: [
@@ -74,7 +66,7 @@ async function seed(b: DashboardBackend): Promise<void> {
     tags: ['linux'],
     slots: 2,
   });
-  const kv = await new Kvm(nc).open(ctx.names.buckets.workers);
+  const kv = await new Kvm(nats.nc).open(ctx.names.buckets.workers);
   await kv.put(
     'w1',
     JSON.stringify({

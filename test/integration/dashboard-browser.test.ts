@@ -5,8 +5,6 @@
  */
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { connect } from '@nats-io/transport-node';
-import type { NatsConnection } from '@nats-io/transport-node';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PermanentFinalizeError } from '../../src/backend/finalize/finalize-job.js';
@@ -16,16 +14,14 @@ import { ensureChromium, launchChromium } from '../helpers/chromium.js';
 import { startDashboardBackend } from '../helpers/dashboard-fixtures.js';
 import type { DashboardBackend } from '../helpers/dashboard-fixtures.js';
 import { eventually } from '../helpers/eventually.js';
-import { startNatsServer } from '../helpers/nats-server.js';
-import type { NatsServer } from '../helpers/nats-server.js';
+import { serverPerFile } from '../helpers/server-per-file.js';
 import { ROOT, killWorkers, spawnWorker } from '../helpers/worker-fixtures.js';
 
 const ARTIFACTS = join(ROOT, 'test', 'artifacts');
 const UI_TIMEOUT = 30_000;
 
 let skipReason: string | null = null;
-let server: NatsServer;
-let nc: NatsConnection;
+const nats = serverPerFile();
 let b: DashboardBackend;
 let client: SonarClient;
 let browser: Browser;
@@ -53,10 +49,11 @@ beforeAll(async () => {
     return;
   }
   await mkdir(ARTIFACTS, { recursive: true });
-  server = await startNatsServer();
-  nc = await connect({ servers: server.url });
-  b = await startDashboardBackend(server.url, nc, { reconciler: true, finalizer: { sink } });
-  client = new SonarClient(nc, { prefix: b.ctx.names.prefix });
+  b = await startDashboardBackend(nats.server.url, nats.nc, {
+    reconciler: true,
+    finalizer: { sink },
+  });
+  client = new SonarClient(nats.nc, { prefix: b.ctx.names.prefix });
   browser = await launchChromium(chromium.path);
   page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
   page.on('pageerror', (err) => pageErrors.push(err.message));
@@ -69,8 +66,6 @@ afterAll(async () => {
   await browser?.close();
   await killWorkers();
   await b?.stop();
-  await nc?.close();
-  await server?.stop();
 });
 
 const worker = (id: string, tags: string) =>

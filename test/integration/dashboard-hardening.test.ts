@@ -5,36 +5,25 @@
  * address, probes-only mode, and a backend process refusing an open dashboard on the network.
  */
 import { request } from 'node:http';
-import { connect } from '@nats-io/transport-node';
-import type { NatsConnection } from '@nats-io/transport-node';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { call, startDashboardBackend } from '../helpers/dashboard-fixtures.js';
 import type { DashboardBackend } from '../helpers/dashboard-fixtures.js';
 import { eventually } from '../helpers/eventually.js';
-import { startNatsServer } from '../helpers/nats-server.js';
-import type { NatsServer } from '../helpers/nats-server.js';
+import { serverPerFile } from '../helpers/server-per-file.js';
 import { spawnSonar } from '../helpers/sonar-process.js';
 import { freshPrefix } from '../helpers/topology.js';
 
 const TOKEN = 'hardening-test-token-0123456789';
 
-let server: NatsServer;
-let nc: NatsConnection;
+const nats = serverPerFile();
 const started: DashboardBackend[] = [];
-
-beforeAll(async () => {
-  server = await startNatsServer();
-  nc = await connect({ servers: server.url });
-});
 
 afterAll(async () => {
   for (const b of started) await b.stop();
-  await nc?.close();
-  await server?.stop();
 });
 
 async function backend(env: Record<string, string>): Promise<DashboardBackend> {
-  const b = await startDashboardBackend(server.url, nc, { env });
+  const b = await startDashboardBackend(nats.server.url, nats.nc, { env });
   started.push(b);
   return b;
 }
@@ -193,7 +182,7 @@ describe('probes-only mode (SONAR_DASHBOARD=off)', () => {
 describe('sonar backend', () => {
   it('refuses to start a dashboard beyond loopback without a token, in one clear line', async () => {
     const p = spawnSonar('open-dashboard', ['backend'], {
-      SONAR_NATS_URL: server.url,
+      SONAR_NATS_URL: nats.server.url,
       SONAR_PREFIX: freshPrefix(),
       SONAR_HTTP_PORT: '0',
       SONAR_HTTP_HOST: '0.0.0.0',

@@ -2,8 +2,7 @@ import { spawn } from 'node:child_process';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { RetentionPolicy, StorageType } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
-import type { NatsConnection } from '@nats-io/transport-node';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createProjection, applyEvent } from '../../actors/projection.js';
 import { replay } from '../../actors/replay.js';
 import { replayView } from '../../actors/replay-view.js';
@@ -23,22 +22,10 @@ import {
   taskStarted,
   workerJoined,
 } from '../helpers/event-builders.js';
-import { startNatsServer } from '../helpers/nats-server.js';
-import type { NatsServer } from '../helpers/nats-server.js';
+import { serverPerFile } from '../helpers/server-per-file.js';
 import { freshPrefix, freshTopology } from '../helpers/topology.js';
 
-let server: NatsServer;
-let nc: NatsConnection;
-
-beforeAll(async () => {
-  server = await startNatsServer();
-  nc = await connect({ servers: server.url });
-});
-
-afterAll(async () => {
-  await nc?.close();
-  await server?.stop();
-});
+const nats = serverPerFile();
 
 let ids = 0;
 const eventId = () => `e${++ids}-${Math.random().toString(36).slice(2)}`;
@@ -55,7 +42,7 @@ async function appendNext(store: EventStore, subject: string, event: SonarEvent)
 
 describe('ensureTopology', () => {
   it('is idempotent: a second call changes nothing', async () => {
-    const jsm = await jetstreamManager(nc);
+    const jsm = await jetstreamManager(nats.nc);
     const n = names(freshPrefix());
     const first = await ensureTopology(jsm, n, DEFAULT_TOPOLOGY_OPTIONS);
     expect(first.every((c) => c.action === 'created')).toBe(true);
@@ -65,7 +52,7 @@ describe('ensureTopology', () => {
   });
 
   it('updates a mutable setting (the pulse TTL) in place', async () => {
-    const jsm = await jetstreamManager(nc);
+    const jsm = await jetstreamManager(nats.nc);
     const n = names(freshPrefix());
     await ensureTopology(jsm, n, DEFAULT_TOPOLOGY_OPTIONS);
     const changes = await ensureTopology(jsm, n, {
@@ -83,7 +70,7 @@ describe('ensureTopology', () => {
   });
 
   it('refuses an existing stream with conflicting settings, naming the setting', async () => {
-    const jsm = await jetstreamManager(nc);
+    const jsm = await jetstreamManager(nats.nc);
     const n = names(freshPrefix());
     await jsm.streams.add({
       name: n.streams.dispatch,
@@ -100,10 +87,10 @@ describe('ensureTopology', () => {
 
 describe('EventStore', () => {
   it('two writers race to move one task 100 times: each time exactly one wins', async () => {
-    const n = await freshTopology(nc);
-    const nc2 = await connect({ servers: server.url });
+    const n = await freshTopology(nats.nc);
+    const nc2 = await connect({ servers: nats.server.url });
     try {
-      const a = new EventStore(nc, n);
+      const a = new EventStore(nats.nc, n);
       const b = new EventStore(nc2, n);
       const subject = n.subjects.task('r1', 't1');
       let seq = (await appendNext(a, subject, taskCreated())).seq;
@@ -135,8 +122,8 @@ describe('EventStore', () => {
   });
 
   it('a retried append with the same id is stored once', async () => {
-    const n = await freshTopology(nc);
-    const store = new EventStore(nc, n);
+    const n = await freshTopology(nats.nc);
+    const store = new EventStore(nats.nc, n);
     const subject = n.subjects.task('r1', 't1');
     const e = taskCreated();
     const first = await store.append(
@@ -151,8 +138,8 @@ describe('EventStore', () => {
   });
 
   it('reads one aggregate, and nothing for an aggregate without events', async () => {
-    const n = await freshTopology(nc);
-    const store = new EventStore(nc, n);
+    const n = await freshTopology(nats.nc);
+    const store = new EventStore(nats.nc, n);
     await appendNext(store, n.subjects.task('r1', 't1'), taskCreated());
     await appendNext(store, n.subjects.task('r1', 't2'), taskCreated({ taskId: 't2' }));
     await appendNext(store, n.subjects.task('r1', 't1'), taskPublished());
@@ -163,8 +150,8 @@ describe('EventStore', () => {
   });
 
   it('a payload that cannot be decoded is skipped by replay, not a crash', async () => {
-    const n = await freshTopology(nc);
-    const store = new EventStore(nc, n);
+    const n = await freshTopology(nats.nc);
+    const store = new EventStore(nats.nc, n);
     await appendNext(store, n.subjects.task('r1', 't1'), taskCreated());
     await store.js.publish(n.subjects.task('r1', 't1'), new TextEncoder().encode('not json'));
     const p = createProjection();
@@ -178,8 +165,8 @@ describe('EventStore', () => {
   });
 
   it('an export followed by a replay equals the live projection', async () => {
-    const n = await freshTopology(nc);
-    const store = new EventStore(nc, n);
+    const n = await freshTopology(nats.nc);
+    const store = new EventStore(nats.nc, n);
     const run = 'r1';
     const script: [string, SonarEvent][] = [
       [n.subjects.worker('w1'), workerJoined()],
@@ -207,7 +194,7 @@ describe('EventStore', () => {
     }
     await close();
 
-    const exported = await runCli(['export', '--server', server.url, '--prefix', n.prefix]);
+    const exported = await runCli(['export', '--server', nats.server.url, '--prefix', n.prefix]);
     expect(exported.code).toBe(0);
     const lines = splitLines(exported.stdout);
     expect(lines).toHaveLength(script.length);
@@ -226,7 +213,7 @@ describe('EventStore', () => {
       '--run',
       run,
       '--server',
-      server.url,
+      nats.server.url,
       '--prefix',
       n.prefix,
     ]);
@@ -244,13 +231,13 @@ describe('sonar CLI against a server', () => {
   });
 
   it('bad usage exits 2', async () => {
-    expect((await runCli(['tail', '--type', 'Nope', '--server', server.url])).code).toBe(2);
+    expect((await runCli(['tail', '--type', 'Nope', '--server', nats.server.url])).code).toBe(2);
     expect((await runCli(['export', '--run', 'bad id!'])).code).toBe(2);
   });
 
   it('tail follows live and prints one line per event, JSONL with --json', async () => {
-    const n = await freshTopology(nc);
-    const store = new EventStore(nc, n);
+    const n = await freshTopology(nats.nc);
+    const store = new EventStore(nats.nc, n);
     await appendNext(store, n.subjects.task('r1', 't1'), taskCreated());
     const child = spawn(
       process.execPath,
@@ -263,7 +250,7 @@ describe('sonar CLI against a server', () => {
         'r1',
         '--json',
         '--server',
-        server.url,
+        nats.server.url,
         '--prefix',
         n.prefix,
       ],

@@ -10,9 +10,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { connect } from '@nats-io/transport-node';
-import type { NatsConnection } from '@nats-io/transport-node';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Names } from '../../streams/names.js';
 import { FailureLog } from '../../src/backend/finalize/failure-log.js';
 import { IO_TIMEOUT_LEASES } from '../../src/backend/finalize/finalizer-pool.js';
@@ -39,23 +37,11 @@ import {
   taskIds,
 } from '../helpers/finalize-fixtures.js';
 import type { TestWriter } from '../helpers/finalize-fixtures.js';
-import { startNatsServer } from '../helpers/nats-server.js';
-import type { NatsServer } from '../helpers/nats-server.js';
+import { serverPerFile } from '../helpers/server-per-file.js';
 import { spawnSonar } from '../helpers/sonar-process.js';
 import { freshTopology } from '../helpers/topology.js';
 
-let server: NatsServer;
-let nc: NatsConnection;
-
-beforeAll(async () => {
-  server = await startNatsServer();
-  nc = await connect({ servers: server.url });
-});
-
-afterAll(async () => {
-  await nc?.close();
-  await server?.stop();
-});
+const nats = serverPerFile();
 
 const MiB = 1024 * 1024;
 const GiB = 1024 * MiB;
@@ -88,7 +74,7 @@ function procKb(pid: number, field: 'VmHWM' | 'VmRSS'): number {
 }
 
 async function failureHistory(n: Names, taskId: string) {
-  return (await FailureLog.open(nc, n)).history('r1', taskId, 'a1');
+  return (await FailureLog.open(nats.nc, n)).history('r1', taskId, 'a1');
 }
 
 async function poisonedError(n: Names, w: TestWriter, taskId: string) {
@@ -102,9 +88,9 @@ describe('bounded finalization', () => {
   it('four JSON outputs at the default SONAR_MAX_OUTPUT, finalized at once, keep a backend under 1 GiB RSS', async () => {
     const limit = loadConfig({}).maxOutputBytes;
     expect(limit).toBe(64 * MiB);
-    const n = await freshTopology(nc);
-    const w = await openWriter(nc, n);
-    const outputs = await ObjOutputStore.open(nc, n);
+    const n = await freshTopology(nats.nc);
+    const w = await openWriter(nats.nc, n);
+    const outputs = await ObjOutputStore.open(nats.nc, n);
     const big = jsonOfSize(limit);
     const ids = taskIds(4);
     const jobs = await seedFinalizing(w.writer, n, {
@@ -116,7 +102,7 @@ describe('bounded finalization', () => {
       outputs,
     });
     const backend = spawnSonar('backend', ['backend'], {
-      SONAR_NATS_URL: server.url,
+      SONAR_NATS_URL: nats.server.url,
       SONAR_PREFIX: n.prefix,
     });
     try {
@@ -124,10 +110,10 @@ describe('bounded finalization', () => {
         timeoutMs: 30_000,
       });
       const baseline = procKb(backend.pid, 'VmRSS');
-      const jsm = await jetstreamManager(nc);
+      const jsm = await jetstreamManager(nats.nc);
       let leased = 0;
       const startedAt = performance.now();
-      await enqueueAll(nc, n, jobs);
+      await enqueueAll(nats.nc, n, jobs);
       await eventually(
         async () => {
           const info = await jsm.consumers.info(n.streams.finalize, n.consumers.finalizer);
@@ -146,7 +132,7 @@ describe('bounded finalization', () => {
       // All four lanes held a job at once: the peak is that of four outputs in flight.
       expect(leased).toBe(4);
       expect(peak).toBeLessThan(GiB);
-      const kv = await KvResultsSink.open(nc, n);
+      const kv = await KvResultsSink.open(nats.nc, n);
       expect(await kv.get('r1', 't0')).toMatchObject({ bytes: limit, kind: 'json' });
     } finally {
       await backend.kill('SIGTERM');
@@ -155,11 +141,11 @@ describe('bounded finalization', () => {
   }, 240_000);
 
   it('refuses an output over SONAR_MAX_OUTPUT from its metadata, without reading it', async () => {
-    const n = await freshTopology(nc, { finalizeLeaseMs: 2_000 });
-    const w = await openWriter(nc, n);
-    const outputs = new InstrumentedOutputs(await ObjOutputStore.open(nc, n));
+    const n = await freshTopology(nats.nc, { finalizeLeaseMs: 2_000 });
+    const w = await openWriter(nats.nc, n);
+    const outputs = new InstrumentedOutputs(await ObjOutputStore.open(nats.nc, n));
     const sink = new InstrumentedSink(null);
-    const b = await startPoolBackend(nc, server.url, n, {
+    const b = await startPoolBackend(nats.nc, nats.server.url, n, {
       sink,
       outputs,
       env: { SONAR_MAX_OUTPUT: '1MiB' },
@@ -172,7 +158,7 @@ describe('bounded finalization', () => {
         outputFor: () => jsonOfSize(MiB + 1),
         outputs,
       });
-      await enqueueAll(nc, n, jobs);
+      await enqueueAll(nats.nc, n, jobs);
       await eventually(() => stateOf(w.loop, 'r1', 'big') === 'Poisoned');
       const poisoned = await poisonedError(n, w, 'big');
       expect(poisoned.error).toBe(
@@ -190,11 +176,11 @@ describe('bounded finalization', () => {
   });
 
   it("refuses a ref to another task's object, and a wrong bytes, at once", async () => {
-    const n = await freshTopology(nc, { finalizeLeaseMs: 2_000 });
-    const w = await openWriter(nc, n);
-    const outputs = new InstrumentedOutputs(await ObjOutputStore.open(nc, n));
-    const sink = new InstrumentedSink(await KvResultsSink.open(nc, n));
-    const b = await startPoolBackend(nc, server.url, n, { sink, outputs });
+    const n = await freshTopology(nats.nc, { finalizeLeaseMs: 2_000 });
+    const w = await openWriter(nats.nc, n);
+    const outputs = new InstrumentedOutputs(await ObjOutputStore.open(nats.nc, n));
+    const sink = new InstrumentedSink(await KvResultsSink.open(nats.nc, n));
+    const b = await startPoolBackend(nats.nc, nats.server.url, n, { sink, outputs });
     try {
       // Another task's output, in the store under its own name.
       const theirs = outputKey('r1', 'victim', 'a1');
@@ -211,7 +197,7 @@ describe('bounded finalization', () => {
         refFor: (t) => (t === 'thief' ? theirs : undefined),
         declaredBytesFor: (t) => (t === 'liar' ? 29_000 : undefined),
       });
-      await enqueueAll(nc, n, jobs);
+      await enqueueAll(nats.nc, n, jobs);
       await eventually(
         () =>
           stateOf(w.loop, 'r1', 'thief') === 'Poisoned' &&
@@ -244,9 +230,9 @@ describe('bounded finalization', () => {
     const leaseMs = 1_000;
     const maxDeliver = 6;
     const backoff = { backoffBase: 100, backoffCap: 400 };
-    const n = await freshTopology(nc, { finalizeLeaseMs: leaseMs });
-    const w = await openWriter(nc, n);
-    const kv = await KvResultsSink.open(nc, n);
+    const n = await freshTopology(nats.nc, { finalizeLeaseMs: leaseMs });
+    const w = await openWriter(nats.nc, n);
+    const kv = await KvResultsSink.open(nats.nc, n);
     const attempts: number[] = [];
     // Hangs for task `stuck` (and ignores its signal, as a careless sink would).
     const sink: ResultsSink = {
@@ -258,7 +244,7 @@ describe('bounded finalization', () => {
       },
     };
     // One lane: the good job behind the stuck one is finalized only if the lane is freed.
-    const b = await startPoolBackend(nc, server.url, n, {
+    const b = await startPoolBackend(nats.nc, nats.server.url, n, {
       sink,
       size: 1,
       ...backoff,
@@ -270,9 +256,9 @@ describe('bounded finalization', () => {
         taskIds: ['stuck', 'good'],
       });
       const startedAt = performance.now();
-      await enqueueAll(nc, n, [stuck!]);
+      await enqueueAll(nats.nc, n, [stuck!]);
       await eventually(() => attempts.length === 1);
-      await enqueueAll(nc, n, [good!]);
+      await enqueueAll(nats.nc, n, [good!]);
       await eventually(() => stateOf(w.loop, 'r1', 'good') === 'Succeeded', {
         timeoutMs: 20_000,
       });
@@ -302,7 +288,7 @@ describe('bounded finalization', () => {
       expect(history.every((f) => !f.permanent && /did not settle within 4s/.test(f.error))).toBe(
         true,
       );
-      const jsm = await jetstreamManager(nc);
+      const jsm = await jetstreamManager(nats.nc);
       await eventually(
         async () => (await jsm.streams.info(n.streams.finalize)).state.messages === 0,
       );

@@ -1,8 +1,6 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { connect } from '@nats-io/transport-node';
-import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { IllegalTransitionError } from '../../actors/errors.js';
 import { progress } from '../../actors/reconciler/progress.js';
@@ -23,14 +21,12 @@ import {
   stateOf,
 } from '../helpers/finalize-fixtures.js';
 import type { TestWriter } from '../helpers/finalize-fixtures.js';
-import { startNatsServer } from '../helpers/nats-server.js';
-import type { NatsServer } from '../helpers/nats-server.js';
+import { serverPerFile } from '../helpers/server-per-file.js';
 import { freshTopology } from '../helpers/topology.js';
 
 const run = promisify(execFile);
 
-let server: NatsServer;
-let nc: NatsConnection;
+const nats = serverPerFile();
 let n: Names;
 let w: TestWriter;
 let b: PoolBackend;
@@ -39,13 +35,11 @@ let sink: InstrumentedSink;
 let broken = true;
 
 beforeAll(async () => {
-  server = await startNatsServer();
-  nc = await connect({ servers: server.url });
-  n = await freshTopology(nc, { finalizeLeaseMs: 2_000, finalizeMaxDeliver: 2 });
-  w = await openWriter(nc, n);
-  sink = new InstrumentedSink(await KvResultsSink.open(nc, n));
+  n = await freshTopology(nats.nc, { finalizeLeaseMs: 2_000, finalizeMaxDeliver: 2 });
+  w = await openWriter(nats.nc, n);
+  sink = new InstrumentedSink(await KvResultsSink.open(nats.nc, n));
   sink.failWhen = (r) => broken && r.taskId.startsWith('p');
-  b = await startPoolBackend(nc, server.url, n, {
+  b = await startPoolBackend(nats.nc, nats.server.url, n, {
     sink,
     backoffBase: 50,
     env: { SONAR_FINALIZE_MAX_DELIVER: '2' },
@@ -57,7 +51,7 @@ beforeAll(async () => {
     ...(await seedFinalizing(w.writer, n, { runId: 'r1', taskIds: ['ok1', 'p1', 'p2'] })),
     ...(await seedFinalizing(w.writer, n, { runId: 'r2', taskIds: ['p1'] })),
   ];
-  await enqueueAll(nc, n, jobs);
+  await enqueueAll(nats.nc, n, jobs);
   await eventually(() =>
     ['r1.p1', 'r1.p2', 'r2.p1'].every(
       (k) => w.loop.projection.tasks.get(k)?.snapshot.value === 'Poisoned',
@@ -68,8 +62,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await b?.stop();
   await w?.stop();
-  await nc?.close();
-  await server?.stop();
 });
 
 /** The reconciler's step and run completion (actors/reconciler/progress.ts), run to rest. */
@@ -92,7 +84,7 @@ async function sonar(...args: string[]): Promise<{ code: number; stdout: string;
   try {
     const { stdout, stderr } = await run(
       process.execPath,
-      ['bin/sonar.js', 'poisoned', ...args, '--server', server.url, '--prefix', n.prefix],
+      ['bin/sonar.js', 'poisoned', ...args, '--server', nats.server.url, '--prefix', n.prefix],
       { env: { ...process.env, SONAR_LOG_LEVEL: 'silent' } },
     );
     return { code: 0, stdout, stderr };
@@ -179,7 +171,7 @@ describe('sonar poisoned', () => {
     expect(stepState('r2.s1')).toBe('Succeeded');
     expect(runState('r2')).toBe('Succeeded');
     // The new job had the round in its msg id; the queue is empty again.
-    const jsm = await jetstreamManager(nc);
+    const jsm = await jetstreamManager(nats.nc);
     await eventually(async () => (await jsm.streams.info(n.streams.finalize)).state.messages === 0);
   });
 

@@ -2,9 +2,7 @@ import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
-import { connect } from '@nats-io/transport-node';
-import type { NatsConnection } from '@nats-io/transport-node';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import type { Names } from '../../streams/names.js';
 import { enqueueFinalization } from '../../streams/queues.js';
 import { reenqueueLostFinalizations } from '../../src/backend/reconciler/lost-finalizations.js';
@@ -21,23 +19,14 @@ import {
   taskIds,
 } from '../helpers/finalize-fixtures.js';
 import type { TestWriter } from '../helpers/finalize-fixtures.js';
-import { startNatsServer } from '../helpers/nats-server.js';
-import type { NatsServer } from '../helpers/nats-server.js';
+import { serverPerFile } from '../helpers/server-per-file.js';
 import { freshTopology } from '../helpers/topology.js';
 
-let server: NatsServer;
-let nc: NatsConnection;
+const nats = serverPerFile();
 const children = new Set<ChildProcess>();
 
-beforeAll(async () => {
-  server = await startNatsServer();
-  nc = await connect({ servers: server.url });
-});
-
-afterAll(async () => {
+afterAll(() => {
   for (const child of children) child.kill('SIGKILL');
-  await nc?.close();
-  await server?.stop();
 });
 
 /**
@@ -48,7 +37,7 @@ async function spawnBackend(n: Names): Promise<ChildProcess> {
   const child = spawn(process.execPath, ['bin/sonar.js', 'backend'], {
     env: {
       ...process.env,
-      SONAR_NATS_URL: server.url,
+      SONAR_NATS_URL: nats.server.url,
       SONAR_PREFIX: n.prefix,
       SONAR_FINALIZE_LEASE: '2s',
       SONAR_LOG_LEVEL: 'info',
@@ -86,8 +75,8 @@ async function finalizedCounts(w: TestWriter): Promise<Map<string, string[]>> {
 
 describe('a crash loses nothing', () => {
   it('SIGKILL of a backend mid-burst: every task ends with one TaskFinalized and one sink record of its current attempt', async () => {
-    const n = await freshTopology(nc, { finalizeLeaseMs: 2_000 });
-    const w = await openWriter(nc, n);
+    const n = await freshTopology(nats.nc, { finalizeLeaseMs: 2_000 });
+    const w = await openWriter(nats.nc, n);
     const total = 5_000;
     const ids = taskIds(total);
     // Every tenth task was requeued once: its current attempt is a2, and a stale a1 job rides
@@ -98,7 +87,7 @@ describe('a crash loses nothing', () => {
       .filter((j) => j.attemptId === 'a2')
       .map((j) => ({ ...j, attemptId: 'a1' }));
     const child = await spawnBackend(n);
-    await enqueueAll(nc, n, [...jobs, ...staleJobs]);
+    await enqueueAll(nats.nc, n, [...jobs, ...staleJobs]);
     await eventually(() => countIn(w.loop, 'burst', 'Succeeded') >= 1_000, { timeoutMs: 30_000 });
     child.kill('SIGKILL');
     await once(child, 'exit');
@@ -106,9 +95,9 @@ describe('a crash loses nothing', () => {
     console.log(`backend SIGKILLed with ${atKill}/${total} tasks finalized`);
     expect(atKill).toBeLessThan(total);
 
-    const kv = await KvResultsSink.open(nc, n);
+    const kv = await KvResultsSink.open(nats.nc, n);
     const sink = new InstrumentedSink(kv);
-    const b = await startPoolBackend(nc, server.url, n, { sink });
+    const b = await startPoolBackend(nats.nc, nats.server.url, n, { sink });
     try {
       await eventually(() => countIn(w.loop, 'burst', 'Succeeded') === total, {
         timeoutMs: 40_000,
@@ -117,7 +106,7 @@ describe('a crash loses nothing', () => {
       for (const t of ids) {
         expect(finalized.get(`burst.${t}`)).toEqual([`a${attemptsOf(t)}`]);
       }
-      const jsm = await jetstreamManager(nc);
+      const jsm = await jetstreamManager(nats.nc);
       const results = await jsm.streams.info(`KV_${n.buckets.results}`);
       // One key per task, and one write per task in all: no duplicate and no stale write.
       expect(results.state.messages).toBe(total);
@@ -137,10 +126,10 @@ describe('a crash loses nothing', () => {
   });
 
   it('a crash between the two acceptance writes (no job enqueued): the reconciler re-enqueues, the task is finalized', async () => {
-    const n = await freshTopology(nc, { finalizeLeaseMs: 2_000 });
-    const w = await openWriter(nc, n);
-    const sink = new InstrumentedSink(await KvResultsSink.open(nc, n));
-    const b = await startPoolBackend(nc, server.url, n, { sink });
+    const n = await freshTopology(nats.nc, { finalizeLeaseMs: 2_000 });
+    const w = await openWriter(nats.nc, n);
+    const sink = new InstrumentedSink(await KvResultsSink.open(nats.nc, n));
+    const b = await startPoolBackend(nats.nc, nats.server.url, n, { sink });
     try {
       // TaskResultAccepted is appended, then the backend dies: no job for either task.
       const [, bare] = await seedFinalizing(w.writer, n, {
@@ -149,9 +138,9 @@ describe('a crash loses nothing', () => {
       });
       expect(stateOf(w.loop, 'r1', 't1')).toBe('Finalizing');
       // The reconciler's re-enqueue (src/backend/reconciler/lost-finalizations.ts), one lease later.
-      const jsm = await jetstreamManager(nc);
+      const jsm = await jetstreamManager(nats.nc);
       const requeued = await reenqueueLostFinalizations(
-        { jsm, js: jetstream(nc), names: n, projection: w.loop.projection },
+        { jsm, js: jetstream(nats.nc), names: n, projection: w.loop.projection },
         Date.now() + 2_001,
         2_000,
       );
@@ -161,9 +150,9 @@ describe('a crash loses nothing', () => {
       // A job that does not carry the inline bytes (an older re-enqueue, a hand-made one) is
       // finalized too: the accepted event holds them.
       const { outputInline: _dropped, ...noBytes } = bare!;
-      await enqueueFinalization(jetstream(nc), n, noBytes, 5);
+      await enqueueFinalization(jetstream(nats.nc), n, noBytes, 5);
       await eventually(() => stateOf(w.loop, 'r1', 't2') === 'Succeeded');
-      expect((await KvResultsSink.open(nc, n).then((k) => k.get('r1', 't2')))?.json).toEqual({
+      expect((await KvResultsSink.open(nats.nc, n).then((k) => k.get('r1', 't2')))?.json).toEqual({
         taskId: 't2',
         ok: true,
       });

@@ -1,7 +1,6 @@
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
-import type { NatsConnection } from '@nats-io/transport-node';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { KvResultsSink } from '../../src/storage/results-sink.js';
 import { eventually } from '../helpers/eventually.js';
 import { startPoolBackend } from '../helpers/finalize-backend.js';
@@ -12,42 +11,30 @@ import {
   seedFinalizing,
   stateOf,
 } from '../helpers/finalize-fixtures.js';
-import { startNatsServer } from '../helpers/nats-server.js';
-import type { NatsServer } from '../helpers/nats-server.js';
+import { serverPerFile } from '../helpers/server-per-file.js';
 import { freshTopology } from '../helpers/topology.js';
 
-let server: NatsServer;
-let nc: NatsConnection;
-
-beforeAll(async () => {
-  server = await startNatsServer();
-  nc = await connect({ servers: server.url });
-});
-
-afterAll(async () => {
-  await nc?.close();
-  await server?.stop();
-});
+const nats = serverPerFile();
 
 const LEASE_MS = 1_000;
 const env = { SONAR_FINALIZE_LEASE: '1s' };
 
 /** Deliveries the consumer has made in all, redeliveries included. */
 async function deliveries(stream: string, consumer: string): Promise<number> {
-  const jsm = await jetstreamManager(nc);
+  const jsm = await jetstreamManager(nats.nc);
   return (await jsm.consumers.info(stream, consumer)).delivered.consumer_seq;
 }
 
 describe('lease renewal', () => {
   it('a job slower than ack_wait that keeps renewing is not redelivered', async () => {
-    const n = await freshTopology(nc, { finalizeLeaseMs: LEASE_MS });
-    const w = await openWriter(nc, n);
-    const sink = new InstrumentedSink(await KvResultsSink.open(nc, n));
+    const n = await freshTopology(nats.nc, { finalizeLeaseMs: LEASE_MS });
+    const w = await openWriter(nats.nc, n);
+    const sink = new InstrumentedSink(await KvResultsSink.open(nats.nc, n));
     sink.delayMs = 3.5 * LEASE_MS;
-    const b = await startPoolBackend(nc, server.url, n, { sink, env });
+    const b = await startPoolBackend(nats.nc, nats.server.url, n, { sink, env });
     try {
       const jobs = await seedFinalizing(w.writer, n, { runId: 'r1', taskIds: ['slow'] });
-      await enqueueAll(nc, n, jobs);
+      await enqueueAll(nats.nc, n, jobs);
       await eventually(() => stateOf(w.loop, 'r1', 'slow') === 'Succeeded', { timeoutMs: 10_000 });
       // Another lane of the same pool would have taken a redelivery: one call, none redelivered.
       expect(sink.calls).toHaveLength(1);
@@ -59,21 +46,21 @@ describe('lease renewal', () => {
   });
 
   it('a job whose consumer dies is redelivered after the lease', async () => {
-    const n = await freshTopology(nc, { finalizeLeaseMs: LEASE_MS });
-    const w = await openWriter(nc, n);
-    const kv = await KvResultsSink.open(nc, n);
+    const n = await freshTopology(nats.nc, { finalizeLeaseMs: LEASE_MS });
+    const w = await openWriter(nats.nc, n);
+    const kv = await KvResultsSink.open(nats.nc, n);
     // Backend A, on a connection of its own, takes the job and hangs in the sink.
-    const ncA = await connect({ servers: server.url });
+    const ncA = await connect({ servers: nats.server.url });
     let release = () => {};
     const hung = new InstrumentedSink(kv);
     hung.hold = new Promise<void>((r) => (release = r));
-    const a = await startPoolBackend(ncA, server.url, n, { sink: hung, env, size: 1 });
+    const a = await startPoolBackend(ncA, nats.server.url, n, { sink: hung, env, size: 1 });
     const jobs = await seedFinalizing(w.writer, n, { runId: 'r1', taskIds: ['t1'] });
-    await enqueueAll(nc, n, jobs);
+    await enqueueAll(nats.nc, n, jobs);
     await eventually(() => hung.calls.length === 1);
     // A renews the lease while it hangs: nothing is redelivered though the lease passes twice.
     const sinkB = new InstrumentedSink(kv);
-    const b = await startPoolBackend(nc, server.url, n, { sink: sinkB, env });
+    const b = await startPoolBackend(nats.nc, nats.server.url, n, { sink: sinkB, env });
     try {
       await eventually(() => performance.now() - hung.calls[0]!.at > 2 * LEASE_MS, {
         intervalMs: 100,

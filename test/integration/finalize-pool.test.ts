@@ -1,7 +1,5 @@
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
-import { connect } from '@nats-io/transport-node';
-import type { NatsConnection } from '@nats-io/transport-node';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { enqueueFinalization } from '../../streams/queues.js';
 import { FailureLog } from '../../src/backend/finalize/failure-log.js';
 import { KvResultsSink } from '../../src/storage/results-sink.js';
@@ -15,33 +13,25 @@ import {
   seedFinalizing,
   stateOf,
 } from '../helpers/finalize-fixtures.js';
-import { startNatsServer } from '../helpers/nats-server.js';
-import type { NatsServer } from '../helpers/nats-server.js';
+import { serverPerFile } from '../helpers/server-per-file.js';
 import { freshTopology } from '../helpers/topology.js';
 
-let server: NatsServer;
-let nc: NatsConnection;
-
-beforeAll(async () => {
-  server = await startNatsServer();
-  nc = await connect({ servers: server.url });
-});
-
-afterAll(async () => {
-  await nc?.close();
-  await server?.stop();
-});
+const nats = serverPerFile();
 
 const encoder = new TextEncoder();
 
 /** A topology, a writer of the test's own, a KV sink wrapped to record calls, and a pool. */
 async function setup(poolOpts: Parameters<typeof startPoolBackend>[3] = {}) {
-  const n = await freshTopology(nc, { finalizeLeaseMs: 2_000 });
-  const w = await openWriter(nc, n);
-  const kv = await KvResultsSink.open(nc, n);
+  const n = await freshTopology(nats.nc, { finalizeLeaseMs: 2_000 });
+  const w = await openWriter(nats.nc, n);
+  const kv = await KvResultsSink.open(nats.nc, n);
   const sink = new InstrumentedSink(kv);
-  const outputs = await ObjOutputStore.open(nc, n);
-  const b = await startPoolBackend(nc, server.url, n, { sink, outputStore: outputs, ...poolOpts });
+  const outputs = await ObjOutputStore.open(nats.nc, n);
+  const b = await startPoolBackend(nats.nc, nats.server.url, n, {
+    sink,
+    outputStore: outputs,
+    ...poolOpts,
+  });
   const stop = async () => {
     await b.stop();
     await w.stop();
@@ -50,7 +40,7 @@ async function setup(poolOpts: Parameters<typeof startPoolBackend>[3] = {}) {
 }
 
 async function finalizeStreamMessages(stream: string): Promise<number> {
-  const jsm = await jetstreamManager(nc);
+  const jsm = await jetstreamManager(nats.nc);
   return (await jsm.streams.info(stream)).state.messages;
 }
 
@@ -64,7 +54,7 @@ describe('finalizer pool', () => {
         outputs: s.outputs,
         stored: (t) => t === 't2',
       });
-      await enqueueAll(nc, s.n, jobs);
+      await enqueueAll(nats.nc, s.n, jobs);
       await eventually(() => ['t1', 't2'].every((t) => stateOf(s.w.loop, 'r1', t) === 'Succeeded'));
       for (const t of ['t1', 't2']) {
         const rec = await s.kv.get('r1', t);
@@ -84,10 +74,10 @@ describe('finalizer pool', () => {
     const s = await setup();
     try {
       const [job] = await seedFinalizing(s.w.writer, s.n, { runId: 'r1', taskIds: ['t1'] });
-      await enqueueAll(nc, s.n, [job!]);
+      await enqueueAll(nats.nc, s.n, [job!]);
       await eventually(() => stateOf(s.w.loop, 'r1', 't1') === 'Succeeded');
       // A new msg id gets past the 2-min dedupe window, as a late re-enqueue would.
-      await enqueueFinalization(jetstream(nc), s.n, job!, 7);
+      await enqueueFinalization(jetstream(nats.nc), s.n, job!, 7);
       await eventually(async () => (await finalizeStreamMessages(s.n.streams.finalize)) === 0);
       await eventually(() => s.b.pool.stats.stale === 1);
       expect(s.sink.callsFor('r1.t1')).toHaveLength(1);
@@ -123,7 +113,7 @@ describe('finalizer pool', () => {
         outputRef: 'inline',
         outputInline: inline({ from: 'a1' }),
       };
-      const js = jetstream(nc);
+      const js = jetstream(nats.nc);
       // While a2 runs: the a1 job is dropped.
       await enqueueFinalization(js, s.n, oldJob);
       await eventually(() => s.b.pool.stats.stale === 1);
@@ -168,7 +158,7 @@ describe('finalizer pool', () => {
         outputFor: (t) => encoder.encode(t === 'bad' ? '{not json' : '{}'),
       });
       await s.outputs.delete('r1/gone/a1');
-      await enqueueAll(nc, s.n, jobs);
+      await enqueueAll(nats.nc, s.n, jobs);
       await eventually(() =>
         ['bad', 'gone'].every((t) => stateOf(s.w.loop, 'r1', t) === 'Poisoned'),
       );
@@ -180,7 +170,7 @@ describe('finalizer pool', () => {
       expect(events.at(-1)).toMatchObject({ type: 'TaskPoisoned', data: { deliveries: 1 } });
       // The job left the work queue; its record and error history are in SONAR_POISON.
       await eventually(async () => (await finalizeStreamMessages(s.n.streams.finalize)) === 0);
-      const jsm = await jetstreamManager(nc);
+      const jsm = await jetstreamManager(nats.nc);
       const poison = await jsm.streams.getMessage(s.n.streams.poison, {
         last_by_subj: s.n.subjects.poison('r1', 'bad'),
       });
@@ -191,7 +181,7 @@ describe('finalizer pool', () => {
       expect(record.job.attemptId).toBe('a1');
       expect(record.errors).toHaveLength(1);
       expect(record.errors[0]!.permanent).toBe(true);
-      const history = await (await FailureLog.open(nc, s.n)).history('r1', 'bad', 'a1');
+      const history = await (await FailureLog.open(nats.nc, s.n)).history('r1', 'bad', 'a1');
       expect(history).toHaveLength(1);
       expect(s.sink.calls).toHaveLength(0);
     } finally {

@@ -1,7 +1,5 @@
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
-import { connect } from '@nats-io/transport-node';
-import type { NatsConnection } from '@nats-io/transport-node';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Names } from '../../streams/names.js';
 import { FailureLog } from '../../src/backend/finalize/failure-log.js';
 import type { PoisonRecord } from '../../src/backend/finalize/poisoner.js';
@@ -19,30 +17,18 @@ import {
   taskIds,
 } from '../helpers/finalize-fixtures.js';
 import type { TestWriter } from '../helpers/finalize-fixtures.js';
-import { startNatsServer } from '../helpers/nats-server.js';
-import type { NatsServer } from '../helpers/nats-server.js';
+import { serverPerFile } from '../helpers/server-per-file.js';
 import { freshTopology } from '../helpers/topology.js';
 
-let server: NatsServer;
-let nc: NatsConnection;
-
-beforeAll(async () => {
-  server = await startNatsServer();
-  nc = await connect({ servers: server.url });
-});
-
-afterAll(async () => {
-  await nc?.close();
-  await server?.stop();
-});
+const nats = serverPerFile();
 
 async function streamMessages(stream: string): Promise<number> {
-  const jsm = await jetstreamManager(nc);
+  const jsm = await jetstreamManager(nats.nc);
   return (await jsm.streams.info(stream)).state.messages;
 }
 
 async function lastPoison(n: Names, runId: string, taskId: string): Promise<PoisonRecord> {
-  const jsm = await jetstreamManager(nc);
+  const jsm = await jetstreamManager(nats.nc);
   const m = await jsm.streams.getMessage(n.streams.poison, {
     last_by_subj: n.subjects.poison(runId, taskId),
   });
@@ -62,13 +48,13 @@ describe('finalizer retries', () => {
 
   it('a flaky sink (fails twice, then works) finalizes the job after the backoff', async () => {
     try {
-      const n = await freshTopology(nc, { finalizeLeaseMs: 2_000 });
-      w = await openWriter(nc, n);
-      const sink = new InstrumentedSink(await KvResultsSink.open(nc, n));
+      const n = await freshTopology(nats.nc, { finalizeLeaseMs: 2_000 });
+      w = await openWriter(nats.nc, n);
+      const sink = new InstrumentedSink(await KvResultsSink.open(nats.nc, n));
       sink.failWhen = (_r, calls) => calls <= 2;
-      b = await startPoolBackend(nc, server.url, n, { sink, backoffBase: 250 });
+      b = await startPoolBackend(nats.nc, nats.server.url, n, { sink, backoffBase: 250 });
       const jobs = await seedFinalizing(w.writer, n, { runId: 'r1', taskIds: ['t1'] });
-      await enqueueAll(nc, n, jobs);
+      await enqueueAll(nats.nc, n, jobs);
       await eventually(() => stateOf(w!.loop, 'r1', 't1') === 'Succeeded');
       const at = sink.callsFor('r1.t1').map((c) => c.at);
       expect(at).toHaveLength(3);
@@ -80,7 +66,7 @@ describe('finalizer retries', () => {
       expect(gaps[0]).toBeGreaterThanOrEqual(240);
       expect(gaps[1]).toBeGreaterThanOrEqual(490);
       expect(gaps[1]).toBeGreaterThan(gaps[0]! * 1.5);
-      const history = await (await FailureLog.open(nc, n)).history('r1', 't1', 'a1');
+      const history = await (await FailureLog.open(nats.nc, n)).history('r1', 't1', 'a1');
       expect(history.map((f) => f.delivery)).toEqual([1, 2]);
       expect(history.every((f) => /sink refused/.test(f.error) && !f.permanent)).toBe(true);
     } finally {
@@ -90,13 +76,17 @@ describe('finalizer retries', () => {
 
   it('an always-failing job is poisoned after max_deliver, with its error history', async () => {
     try {
-      const n = await freshTopology(nc, { finalizeLeaseMs: 2_000 });
-      w = await openWriter(nc, n);
+      const n = await freshTopology(nats.nc, { finalizeLeaseMs: 2_000 });
+      w = await openWriter(nats.nc, n);
       const sink = new InstrumentedSink(null);
       sink.failWhen = () => true;
-      b = await startPoolBackend(nc, server.url, n, { sink, backoffBase: 50, backoffCap: 400 });
+      b = await startPoolBackend(nats.nc, nats.server.url, n, {
+        sink,
+        backoffBase: 50,
+        backoffCap: 400,
+      });
       const jobs = await seedFinalizing(w.writer, n, { runId: 'r1', taskIds: ['t1'] });
-      await enqueueAll(nc, n, jobs);
+      await enqueueAll(nats.nc, n, jobs);
       await eventually(() => stateOf(w!.loop, 'r1', 't1') === 'Poisoned');
       expect(sink.callsFor('r1.t1')).toHaveLength(6);
       const events = await w.store.readAggregate(n.subjects.task('r1', 't1'));
@@ -115,11 +105,11 @@ describe('finalizer retries', () => {
 
   it('while 100 poison jobs retry, good jobs flow at their normal rate', async () => {
     try {
-      const n = await freshTopology(nc, { finalizeLeaseMs: 2_000 });
-      w = await openWriter(nc, n);
-      const sink = new InstrumentedSink(await KvResultsSink.open(nc, n));
+      const n = await freshTopology(nats.nc, { finalizeLeaseMs: 2_000 });
+      w = await openWriter(nats.nc, n);
+      const sink = new InstrumentedSink(await KvResultsSink.open(nats.nc, n));
       sink.failWhen = (r) => r.taskId.startsWith('bad');
-      b = await startPoolBackend(nc, server.url, n, { sink, backoffBase: 200 });
+      b = await startPoolBackend(nats.nc, nats.server.url, n, { sink, backoffBase: 200 });
       const good = 1_000;
       const rate = async (runId: string, withPoison: boolean): Promise<number> => {
         const ids = taskIds(good, 'g');
@@ -129,7 +119,7 @@ describe('finalizer retries', () => {
             runId: `${runId}bad`,
             taskIds: taskIds(100, 'bad'),
           });
-          await enqueueAll(nc, n, bad);
+          await enqueueAll(nats.nc, n, bad);
           // Every poison job has failed once and waits out its delay, holding no lane.
           await eventually(
             () =>
@@ -138,7 +128,7 @@ describe('finalizer retries', () => {
           );
         }
         const started = performance.now();
-        await enqueueAll(nc, n, goodJobs);
+        await enqueueAll(nats.nc, n, goodJobs);
         await eventually(() => countIn(w!.loop, runId, 'Succeeded') === good, {
           timeoutMs: 30_000,
         });
@@ -160,15 +150,18 @@ describe('finalizer retries', () => {
 
   it('a job that ran out of deliveries while no backend was up is poisoned from the captured advisory', async () => {
     try {
-      const n = await freshTopology(nc, { finalizeLeaseMs: 1_000, finalizeMaxDeliver: 2 });
-      w = await openWriter(nc, n);
+      const n = await freshTopology(nats.nc, { finalizeLeaseMs: 1_000, finalizeMaxDeliver: 2 });
+      w = await openWriter(nats.nc, n);
       const jobs = await seedFinalizing(w.writer, n, { runId: 'r1', taskIds: ['t1'] });
-      await enqueueAll(nc, n, jobs);
+      await enqueueAll(nats.nc, n, jobs);
       // A finalizer takes the job and dies each time (its lease runs out unacked), until the
       // server gives up on it and says so once; the advisories stream keeps that while no
       // backend is up. Counted by what the messages say, not by pulls: a pull that expires
       // as the server redelivers loses that delivery to its closed inbox.
-      const consumer = await jetstream(nc).consumers.get(n.streams.finalize, n.consumers.finalizer);
+      const consumer = await jetstream(nats.nc).consumers.get(
+        n.streams.finalize,
+        n.consumers.finalizer,
+      );
       const deliveries: number[] = [];
       await eventually(async () => {
         const m = await consumer.next({ expires: 1_000 });
@@ -179,7 +172,7 @@ describe('finalizer retries', () => {
       expect(deliveries.every((d) => d >= 1 && d <= 2)).toBe(true);
       expect(deliveries).toEqual([...deliveries].sort());
       expect(await streamMessages(n.streams.finalize)).toBe(1);
-      b = await startPoolBackend(nc, server.url, n, {
+      b = await startPoolBackend(nats.nc, nats.server.url, n, {
         sink: new InstrumentedSink(null),
         env: { SONAR_FINALIZE_LEASE: '1s', SONAR_FINALIZE_MAX_DELIVER: '2' },
       });

@@ -4,8 +4,7 @@
  * stream read; a connection's coalesced writes keep their order across a server restart.
  */
 import { connect } from '@nats-io/transport-node';
-import type { NatsConnection } from '@nats-io/transport-node';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { SonarClient } from '../../src/client/client.js';
 import { runFileHash, validateRunFile } from '../../src/run-file.js';
 import { syncRecent } from '../../src/backend/api/handlers/sync.js';
@@ -13,32 +12,22 @@ import { connectNats } from '../../src/nats.js';
 import { coalesceWrites, inboxPrefixOf } from '../../streams/nats-internals.js';
 import { ApiClient } from '../../src/worker/api-client.js';
 import { eventually } from '../helpers/eventually.js';
-import { startNatsServer } from '../helpers/nats-server.js';
-import type { NatsServer } from '../helpers/nats-server.js';
+import { serverPerFile } from '../helpers/server-per-file.js';
 import { runFileOf, startTestBackend } from '../helpers/worker-fixtures.js';
 import type { TestBackend } from '../helpers/worker-fixtures.js';
 
-let server: NatsServer;
-let nc: NatsConnection;
+const nats = serverPerFile();
 let tb: TestBackend | undefined;
 
-beforeAll(async () => {
-  server = await startNatsServer();
-  nc = await connect({ servers: server.url });
-});
 afterEach(async () => {
   await tb?.stop();
   tb = undefined;
 });
-afterAll(async () => {
-  await nc?.close();
-  await server?.stop();
-});
 
 describe('submit.begin without a stream scan', () => {
   it('two different files racing for one runId: never both accepted', async () => {
-    tb = await startTestBackend(server.url, nc);
-    const api = new ApiClient(nc, tb.ctx.names, { retryForMs: 0 });
+    tb = await startTestBackend(nats.server.url, nats.nc);
+    const api = new ApiClient(nats.nc, tb.ctx.names, { retryForMs: 0 });
     const begin = (stepId: string) => {
       const file = validateRunFile(runFileOf('race', [{ id: stepId, tags: ['a'], count: 1 }]), {
         maxInputBytes: 256 * 1024,
@@ -59,8 +48,8 @@ describe('submit.begin without a stream scan', () => {
   });
 
   it('a cut-short submit of the same file completes; commit lists steps in file order', async () => {
-    tb = await startTestBackend(server.url, nc);
-    const client = new SonarClient(nc, { prefix: tb.ctx.names.prefix });
+    tb = await startTestBackend(nats.server.url, nats.nc);
+    const client = new SonarClient(nats.nc, { prefix: tb.ctx.names.prefix });
     const file = runFileOf('r1', [
       { id: 'first', tags: ['a'], count: 2 },
       { id: 'second', tags: ['a'], count: 2 },
@@ -74,7 +63,7 @@ describe('submit.begin without a stream scan', () => {
 
 describe('syncRecent', () => {
   it('calls that arrive together share one read; a call after it started gets its own', async () => {
-    tb = await startTestBackend(server.url, nc);
+    tb = await startTestBackend(nats.server.url, nats.nc);
     const { ctx } = tb;
     // The stream's end is read through the event store's own manager (EventStore.endSeq).
     const jsm = await ctx.store.jsm();
@@ -99,15 +88,15 @@ describe('syncRecent', () => {
 
 describe('coalesced writes', () => {
   it('keep publish order within and across turns, and across a server restart', async () => {
-    const pub = await connectNats({ natsUrl: server.url });
+    const pub = await connectNats({ natsUrl: nats.server.url });
     const got: number[] = [];
-    const sub = nc.subscribe('order.test', {
+    const sub = nats.nc.subscribe('order.test', {
       callback: (_err, m) => {
         got.push(Number(m.string()));
       },
     });
     try {
-      await nc.flush();
+      await nats.nc.flush();
       let n = 0;
       const burst = async () => {
         for (let i = 0; i < 200; i++) {
@@ -119,13 +108,13 @@ describe('coalesced writes', () => {
       await burst();
       await burst();
       await eventually(() => got.length === 400);
-      await server.restart();
+      await nats.server.restart();
       await eventually(async () => {
         await pub.flush();
         return true;
       });
       await eventually(async () => {
-        await nc.flush();
+        await nats.nc.flush();
         return true;
       });
       await burst();
@@ -138,7 +127,7 @@ describe('coalesced writes', () => {
         },
       });
       await pub.flush();
-      const reply = await nc.request('echo.test', 'hi', { timeout: 2_000 });
+      const reply = await nats.nc.request('echo.test', 'hi', { timeout: 2_000 });
       expect(reply.string()).toBe('hi');
       echo.unsubscribe();
     } finally {
@@ -152,7 +141,7 @@ describe('the nats.js fields Sonar reads privately', () => {
   it('still mean what the public behaviour shows: the transport patches, the inbox prefix', async () => {
     for (const inboxPrefix of [undefined, 'sonar.test_inbox']) {
       const conn = await connect({
-        servers: server.url,
+        servers: nats.server.url,
         ...(inboxPrefix !== undefined && { inboxPrefix }),
       });
       try {
@@ -160,13 +149,13 @@ describe('the nats.js fields Sonar reads privately', () => {
         expect(coalesceWrites(conn)).toBe(true);
         // The prefix read privately is the one nats.js puts on a request's reply subject.
         const seen: string[] = [];
-        const sub = nc.subscribe('inbox.test', {
+        const sub = nats.nc.subscribe('inbox.test', {
           callback: (_e, m) => {
             seen.push(m.reply ?? '');
             m.respond(m.data);
           },
         });
-        await nc.flush();
+        await nats.nc.flush();
         await conn.request('inbox.test', 'hi', { timeout: 2_000 });
         sub.unsubscribe();
         expect(inboxPrefixOf(conn)).toBe(inboxPrefix ?? '');

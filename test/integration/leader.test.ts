@@ -1,12 +1,10 @@
-import { describe, it, expect, beforeAll, afterAll } from 'vitest';
+import { describe, it, expect } from 'vitest';
 import { Kvm } from '@nats-io/kv';
 import { connect } from '@nats-io/transport-node';
-import type { NatsConnection } from '@nats-io/transport-node';
 import { LeaderLock } from '../../src/backend/reconciler/leader.js';
 import { runSubmitted, stepCreated, taskCreated, workerJoined } from '../helpers/event-builders.js';
 import { eventually } from '../helpers/eventually.js';
-import { startNatsServer } from '../helpers/nats-server.js';
-import type { NatsServer } from '../helpers/nats-server.js';
+import { serverPerFile } from '../helpers/server-per-file.js';
 import {
   eventsOfType,
   pulse,
@@ -15,25 +13,14 @@ import {
 } from '../helpers/reconciler-backend.js';
 import { freshPrefix, freshTopology } from '../helpers/topology.js';
 
-let server: NatsServer;
-let nc: NatsConnection;
-
-beforeAll(async () => {
-  server = await startNatsServer();
-  nc = await connect({ servers: server.url });
-});
-
-afterAll(async () => {
-  await nc?.close();
-  await server?.stop();
-});
+const nats = serverPerFile();
 
 describe('LeaderLock', () => {
   const TTL = 1_000;
 
   async function locks() {
-    const n = await freshTopology(nc, { lockTtlMs: TTL });
-    return new Kvm(nc).open(n.buckets.locks);
+    const n = await freshTopology(nats.nc, { lockTtlMs: TTL });
+    return new Kvm(nats.nc).open(n.buckets.locks);
   }
 
   it('lets one holder in; a holder that stops renewing stops acting before its lock expires', async () => {
@@ -95,11 +82,11 @@ describe('LeaderLock', () => {
 describe('reconciler failover', () => {
   it('a standby takes over within lock TTL + one tick when the leader dies, and keeps placing', async () => {
     const prefix = freshPrefix();
-    const ncA = await connect({ servers: server.url });
-    const ncB = await connect({ servers: server.url });
-    const a = await startReconcilerBackend(server.url, ncA, prefix, { nodeId: 'node-a' });
+    const ncA = await connect({ servers: nats.server.url });
+    const ncB = await connect({ servers: nats.server.url });
+    const a = await startReconcilerBackend(nats.server.url, ncA, prefix, { nodeId: 'node-a' });
     await eventually(() => a.reconciler.isLeader(), { message: 'a leads' });
-    const b = await startReconcilerBackend(server.url, ncB, prefix, { nodeId: 'node-b' });
+    const b = await startReconcilerBackend(nats.server.url, ncB, prefix, { nodeId: 'node-b' });
     try {
       // Several ticks: b stays standby while a renews.
       await new Promise((r) => setTimeout(r, 600));

@@ -1,5 +1,3 @@
-import { connect } from '@nats-io/transport-node';
-import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Backend } from '../../src/backend/backend.js';
 import type { Component } from '../../src/backend/backend.js';
@@ -15,21 +13,17 @@ import { silentLogger } from '../../src/log.js';
 import { createWorker } from '../../src/worker/worker.js';
 import type { Worker } from '../../src/worker/worker.js';
 import { eventually } from '../helpers/eventually.js';
-import { startNatsServer } from '../helpers/nats-server.js';
-import type { NatsServer } from '../helpers/nats-server.js';
+import { serverPerFile } from '../helpers/server-per-file.js';
 import { freshPrefix } from '../helpers/topology.js';
 
-let server: NatsServer;
-let nc: NatsConnection;
+const nats = serverPerFile();
 let backend: Backend;
 let http: HttpComponent;
 let worker: Worker;
 
 beforeAll(async () => {
-  server = await startNatsServer();
-  nc = await connect({ servers: server.url });
   const config = loadConfig({
-    SONAR_NATS_URL: server.url,
+    SONAR_NATS_URL: nats.server.url,
     SONAR_PREFIX: freshPrefix(),
     SONAR_PULSE_INTERVAL: '200ms',
     SONAR_PULSE_TTL: '2s',
@@ -39,7 +33,7 @@ beforeAll(async () => {
   });
   backend = await Backend.start({
     config,
-    nc,
+    nc: nats.nc,
     log: silentLogger,
     parts: {
       ...defaultParts,
@@ -62,7 +56,7 @@ beforeAll(async () => {
   worker = createWorker({
     tags: ['a'],
     slots: 2,
-    nc,
+    nc: nats.nc,
     prefix: config.prefix,
     spot: false,
     handler: (input) => JSON.stringify(input ?? null),
@@ -72,8 +66,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await worker?.drain('shutdown').catch(() => {});
   await backend?.stop();
-  await nc?.close();
-  await server?.stop();
 });
 
 const get = (path: string) => fetch(`http://127.0.0.1:${http.server.port}${path}`);
@@ -124,7 +116,7 @@ describe('the HTTP server (SONAR_HTTP_PORT)', () => {
     expect(sample(before, 'sonar_finalize_queue_depth')).toBe(0);
 
     const runId = 'm1';
-    await new SonarClient(nc, { prefix: backend.ctx.names.prefix }).submit({
+    await new SonarClient(nats.nc, { prefix: backend.ctx.names.prefix }).submit({
       runId,
       steps: [
         { id: 's', tags: ['a'], tasks: [1, 2, 3].map((i) => ({ id: `t${i}`, input: { i } })) },

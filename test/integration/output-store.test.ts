@@ -2,8 +2,6 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { connect } from '@nats-io/transport-node';
-import type { NatsConnection } from '@nats-io/transport-node';
 import S3rver from 's3rver';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ValidationError } from '../../actors/errors.js';
@@ -11,19 +9,15 @@ import type { S3Config } from '../../src/config.js';
 import { createOutputStore } from '../../src/storage/create-output-store.js';
 import { outputKey } from '../../src/storage/output-store.js';
 import type { OutputStore } from '../../src/storage/output-store.js';
-import { startNatsServer } from '../helpers/nats-server.js';
-import type { NatsServer } from '../helpers/nats-server.js';
+import { serverPerFile } from '../helpers/server-per-file.js';
 import { freshTopology } from '../helpers/topology.js';
 
-let server: NatsServer;
-let nc: NatsConnection;
+const nats = serverPerFile();
 let s3rver: S3rver;
 let s3Dir: string;
 let s3: S3Config;
 
 beforeAll(async () => {
-  server = await startNatsServer();
-  nc = await connect({ servers: server.url });
   s3Dir = await mkdtemp(join(tmpdir(), 'sonar-s3-'));
   s3rver = new S3rver({ address: '127.0.0.1', port: 0, silent: true, directory: s3Dir });
   const { port } = await s3rver.run();
@@ -38,8 +32,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await s3rver?.close();
   await rm(s3Dir, { recursive: true, force: true });
-  await nc?.close();
-  await server?.stop();
 });
 
 const MAX = 4 * 1024 * 1024;
@@ -116,7 +108,7 @@ function conformance(name: string, open: () => Promise<OutputStore>): void {
 
     it('leaves no consumer behind after reads', async () => {
       const ref = await store.put(outputKey('r1', 't9', 'a1'), bytes(300_000));
-      const jsm = await jetstreamManager(nc);
+      const jsm = await jetstreamManager(nats.nc);
       /** Consumers on every object store stream (the client's own `get` leaves some). */
       const consumers = async () => {
         let count = 0;
@@ -146,24 +138,26 @@ function conformance(name: string, open: () => Promise<OutputStore>): void {
 }
 
 conformance('nats', async () => {
-  const n = await freshTopology(nc);
-  return createOutputStore(nc, { prefix: n.prefix, maxOutputBytes: MAX });
+  const n = await freshTopology(nats.nc);
+  return createOutputStore(nats.nc, { prefix: n.prefix, maxOutputBytes: MAX });
 });
 
 conformance('s3 (s3rver)', async () => {
-  const n = await freshTopology(nc);
-  return createOutputStore(nc, { prefix: n.prefix, maxOutputBytes: MAX, s3 });
+  const n = await freshTopology(nats.nc);
+  return createOutputStore(nats.nc, { prefix: n.prefix, maxOutputBytes: MAX, s3 });
 });
 
 describe('createOutputStore', () => {
   it('uses the S3 bucket when s3 is set, and the object store otherwise', async () => {
-    const n = await freshTopology(nc);
-    const viaS3 = await createOutputStore(nc, { prefix: n.prefix, maxOutputBytes: MAX, s3 });
-    const viaNats = await createOutputStore(nc, { prefix: n.prefix, maxOutputBytes: MAX });
+    const n = await freshTopology(nats.nc);
+    const viaS3 = await createOutputStore(nats.nc, { prefix: n.prefix, maxOutputBytes: MAX, s3 });
+    const viaNats = await createOutputStore(nats.nc, { prefix: n.prefix, maxOutputBytes: MAX });
     const ref = await viaS3.put('r9/t9/a9', bytes(5));
     expect(await viaNats.get(ref)).toBeNull();
     expect(await viaS3.get(ref)).toEqual(bytes(5));
-    const info = await (await jetstreamManager(nc)).streams.info(`OBJ_${n.objectStores.outputs}`);
+    const info = await (
+      await jetstreamManager(nats.nc)
+    ).streams.info(`OBJ_${n.objectStores.outputs}`);
     expect(info.state.messages).toBe(0);
   });
 });

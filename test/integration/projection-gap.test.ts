@@ -5,35 +5,25 @@
  * it is delivered, and fails (the process then starts afresh from the snapshot) when a gap
  * holds stored events.
  */
-import { connect } from '@nats-io/transport-node';
-import type { NatsConnection } from '@nats-io/transport-node';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { ProjectionLoop } from '../../src/backend/projection/projection-loop.js';
 import { silentLogger } from '../../src/log.js';
 import type { Logger } from '../../src/log.js';
 import { eventually } from '../helpers/eventually.js';
-import { startNatsServer } from '../helpers/nats-server.js';
-import type { NatsServer } from '../helpers/nats-server.js';
+import { serverPerFile } from '../helpers/server-per-file.js';
 import { startTestBackend } from '../helpers/worker-fixtures.js';
 import type { TestBackend } from '../helpers/worker-fixtures.js';
 
-let server: NatsServer;
-let nc: NatsConnection;
+const nats = serverPerFile();
 let tb: TestBackend | undefined;
 
-beforeAll(async () => {
-  server = await startNatsServer();
-  nc = await connect({ servers: server.url });
-});
 afterAll(async () => {
   await tb?.stop();
-  await nc?.close();
-  await server?.stop();
 });
 
 describe('a live projection loop and the gaps in what it is delivered', () => {
   it('finds the first stored event at or after a sequence, across holes', async () => {
-    tb = await startTestBackend(server.url, nc);
+    tb = await startTestBackend(nats.server.url, nats.nc);
     const { ctx } = tb;
     const jsm = await ctx.store.jsm();
     const subject = `${ctx.names.subjects.eventsAll.slice(0, -1)}probe.x`;
@@ -48,7 +38,7 @@ describe('a live projection loop and the gaps in what it is delivered', () => {
   });
 
   it('never goes on silently without events appended while a filtered purge ran', async () => {
-    tb = await startTestBackend(server.url, nc);
+    tb = await startTestBackend(nats.server.url, nats.nc);
     const { ctx } = tb;
     const base = ctx.names.subjects.eventsAll.slice(0, -1);
     // A loop of its own, whose log tells which undecodable events it was delivered.

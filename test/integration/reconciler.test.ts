@@ -1,7 +1,5 @@
-import { describe, it, expect, beforeAll, afterAll, beforeEach, afterEach } from 'vitest';
+import { describe, it, expect, beforeEach, afterEach } from 'vitest';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { connect } from '@nats-io/transport-node';
-import type { NatsConnection } from '@nats-io/transport-node';
 import type { KV } from '@nats-io/kv';
 import {
   runSubmitted,
@@ -14,8 +12,7 @@ import {
   workerJoined,
 } from '../helpers/event-builders.js';
 import { eventually } from '../helpers/eventually.js';
-import { startNatsServer } from '../helpers/nats-server.js';
-import type { NatsServer } from '../helpers/nats-server.js';
+import { serverPerFile } from '../helpers/server-per-file.js';
 import {
   eventsOfType,
   pulse,
@@ -25,18 +22,7 @@ import {
 import type { ReconcilerBackend } from '../helpers/reconciler-backend.js';
 import { freshPrefix } from '../helpers/topology.js';
 
-let server: NatsServer;
-let nc: NatsConnection;
-
-beforeAll(async () => {
-  server = await startNatsServer();
-  nc = await connect({ servers: server.url });
-});
-
-afterAll(async () => {
-  await nc?.close();
-  await server?.stop();
-});
+const nats = serverPerFile();
 
 /**
  * The reconciler loop against a real server, driven by events appended by hand and registry
@@ -50,8 +36,8 @@ describe('ReconcilerLoop', () => {
 
   beforeEach(async () => {
     const prefix = freshPrefix();
-    b = await startReconcilerBackend(server.url, nc, prefix);
-    kv = await workersBucket(nc, prefix);
+    b = await startReconcilerBackend(nats.server.url, nats.nc, prefix);
+    kv = await workersBucket(nats.nc, prefix);
     subjects = b.ctx.names.subjects;
     await eventually(() => b.reconciler.isLeader(), { message: 'leader elected' });
   });
@@ -110,7 +96,7 @@ describe('ReconcilerLoop', () => {
       subjects.task('r1', 't1'),
     ]);
     expect(published.map((e) => (e.data as { tag: string }).tag)).toEqual(['linux', 'linux']);
-    const jsm = await jetstreamManager(nc);
+    const jsm = await jetstreamManager(nats.nc);
     const consumer = await jsm.consumers.info(b.ctx.names.streams.dispatch, 'dispatch_linux');
     expect(consumer.num_pending).toBe(2);
     // Capacity is used up: the third waits, and is not starved (its worker is only busy).
@@ -232,7 +218,7 @@ describe('ReconcilerLoop', () => {
       subjects.task('r1', 't0'),
       taskResultAccepted({ attemptId: 'a1', workerId: 'w1', outputInline: 'aGk=', outputBytes: 2 }),
     );
-    const jsm = await jetstreamManager(nc);
+    const jsm = await jetstreamManager(nats.nc);
     const job = await eventually(
       async () => {
         const m = await jsm.streams.getMessage(b.ctx.names.streams.finalize, {
@@ -258,16 +244,16 @@ describe('ReconcilerLoop placement between ticks', () => {
   it('publishes a task submitted to an idle fleet within tens of ms, long before the next tick', async () => {
     const prefix = freshPrefix();
     // The fleet is there first (an idle fleet), then the backend starts with a 3 s tick.
-    const b = await startReconcilerBackend(server.url, nc, prefix, {
+    const b = await startReconcilerBackend(nats.server.url, nats.nc, prefix, {
       env: { SONAR_TICK: '3s', SONAR_LOCK_TTL: '6s', SONAR_PULSE_TTL: '5s' },
     });
-    const kv = await workersBucket(nc, prefix);
+    const kv = await workersBucket(nats.nc, prefix);
     const s = b.ctx.names.subjects;
     try {
       await b.append(s.worker('w1'), workerJoined({ workerId: 'w1', slots: 4 }));
       await pulse(kv, 'w1', { slots: 4 });
       await b.stop();
-      const again = await startReconcilerBackend(server.url, nc, prefix, {
+      const again = await startReconcilerBackend(nats.server.url, nats.nc, prefix, {
         env: { SONAR_TICK: '3s', SONAR_LOCK_TTL: '6s', SONAR_PULSE_TTL: '5s' },
       });
       await eventually(() => again.reconciler.lastSummary !== null, { message: 'first tick' });
@@ -297,8 +283,8 @@ describe('ReconcilerLoop placement between ticks', () => {
 describe('ReconcilerLoop after a restart', () => {
   it('does not requeue the tasks of live workers, even one whose key is briefly missing (age floor)', async () => {
     const prefix = freshPrefix();
-    const first = await startReconcilerBackend(server.url, nc, prefix);
-    const kv = await workersBucket(nc, prefix);
+    const first = await startReconcilerBackend(nats.server.url, nats.nc, prefix);
+    const kv = await workersBucket(nats.nc, prefix);
     const s = first.ctx.names.subjects;
     let pulsing = true;
     const timer = setInterval(() => {
@@ -320,7 +306,7 @@ describe('ReconcilerLoop after a restart', () => {
       // and comes back 500 ms after the new backend started: less than one pulse TTL (1 s).
       pulsing = false;
       await kv.delete('w1');
-      const second = await startReconcilerBackend(server.url, nc, prefix);
+      const second = await startReconcilerBackend(nats.server.url, nats.nc, prefix);
       try {
         await eventually(() => second.reconciler.lastSummary !== null, { message: 'first tick' });
         await new Promise((r) => setTimeout(r, 500));

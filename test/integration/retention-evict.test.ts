@@ -7,43 +7,33 @@
  */
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { JetStreamManager } from '@nats-io/jetstream';
-import { connect } from '@nats-io/transport-node';
-import type { NatsConnection } from '@nats-io/transport-node';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { replayRecords } from '../../actors/replay.js';
 import type { EventRecord, Projection } from '../../actors/projection.js';
 import { loadSnapshot, writeSnapshot } from '../../src/backend/snapshots/snapshot.js';
 import type { StatusView } from '../../src/cli/status-view.js';
 import { workerHandlers } from '../../src/backend/api/handlers/worker-handlers.js';
 import { silentLogger } from '../../src/log.js';
-import { startNatsServer } from '../helpers/nats-server.js';
-import type { NatsServer } from '../helpers/nats-server.js';
+import { serverPerFile } from '../helpers/server-per-file.js';
 import { dumpProjection } from '../helpers/projection-dump.js';
 import { pulse, workersBucket } from '../helpers/reconciler-backend.js';
 import { runSonar } from '../helpers/sonar-process.js';
 import { DAY_MS, startSweepWorld } from '../helpers/sweep-world.js';
 import type { SweepWorld } from '../helpers/sweep-world.js';
 
-let server: NatsServer;
-let nc: NatsConnection;
+const nats = serverPerFile();
 let jsm: JetStreamManager;
 const worlds: SweepWorld[] = [];
 
 beforeAll(async () => {
-  server = await startNatsServer();
-  nc = await connect({ servers: server.url });
-  jsm = await jetstreamManager(nc);
+  jsm = await jetstreamManager(nats.nc);
 });
 afterEach(async () => {
   await Promise.all(worlds.splice(0).map((w) => w.stop()));
 });
-afterAll(async () => {
-  await nc?.close();
-  await server?.stop();
-});
 
 async function world(prefix?: string): Promise<SweepWorld> {
-  const w = await startSweepWorld(nc, server.url, prefix === undefined ? {} : { prefix });
+  const w = await startSweepWorld(nats.nc, nats.server.url, prefix === undefined ? {} : { prefix });
   worlds.push(w);
   return w;
 }
@@ -109,7 +99,7 @@ async function freshReplay(w: SweepWorld): Promise<Projection> {
 async function status(w: SweepWorld, args: string[]): Promise<StatusView> {
   const out = await runSonar(
     'status',
-    ['status', '--json', '--server', server.url, '--prefix', w.ctx.names.prefix, ...args],
+    ['status', '--json', '--server', nats.server.url, '--prefix', w.ctx.names.prefix, ...args],
     {},
   );
   expect(out.code, out.stderr).toBe(0);
@@ -133,7 +123,7 @@ describe('retention evicts what it purged', () => {
       slots: 2,
     });
     // w2 stays in service: its registry key is there, so the sweep does not declare it Lost.
-    await pulse(await workersBucket(nc, n.prefix), 'w2');
+    await pulse(await workersBucket(nats.nc, n.prefix), 'w2');
     await finishedRun(w, 'old', 3);
     await w.write(n.subjects.worker('w1'), 'WorkerLeft', {});
     // Still running: never evicted, whatever its age.
@@ -211,7 +201,7 @@ describe('retention evicts what it purged', () => {
 
     // So does a restart from a snapshot written now.
     const written = await writeSnapshot({
-      nc,
+      nc: nats.nc,
       jsm,
       names: n,
       loop: w.ctx.loop,
@@ -219,7 +209,7 @@ describe('retention evicts what it purged', () => {
       log: silentLogger,
     });
     expect(written).not.toBeNull();
-    const loaded = await loadSnapshot({ nc, jsm, names: n, log: silentLogger });
+    const loaded = await loadSnapshot({ nc: nats.nc, jsm, names: n, log: silentLogger });
     expect(loaded!.header.counts).toEqual({
       tasks: 1,
       steps: 1,
@@ -252,7 +242,14 @@ describe('retention evicts what it purged', () => {
     const live = w.ctx.loop.projection;
     // What a pass cut short leaves: a snapshot holding the run, its subjects purged, no
     // RunExpired yet (retention.ts, in that order).
-    await writeSnapshot({ nc, jsm, names: n, loop: w.ctx.loop, nodeId: 'test', log: silentLogger });
+    await writeSnapshot({
+      nc: nats.nc,
+      jsm,
+      names: n,
+      loop: w.ctx.loop,
+      nodeId: 'test',
+      log: silentLogger,
+    });
     for (const filter of [
       n.subjects.task('half', '*'),
       n.subjects.step('half', '*'),

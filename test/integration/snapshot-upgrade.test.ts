@@ -10,8 +10,6 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import type { JetStreamManager } from '@nats-io/jetstream';
 import { Objm } from '@nats-io/obj';
 import type { ObjectStore } from '@nats-io/obj';
-import { connect } from '@nats-io/transport-node';
-import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Names } from '../../streams/names.js';
 import { Backend } from '../../src/backend/backend.js';
@@ -26,30 +24,24 @@ import {
 import { createLogger, silentLogger } from '../../src/log.js';
 import type { Logger } from '../../src/log.js';
 import { ObjOutputStore, seedFinalizing, testConfig } from '../helpers/finalize-fixtures.js';
-import { startNatsServer } from '../helpers/nats-server.js';
-import type { NatsServer } from '../helpers/nats-server.js';
+import { serverPerFile } from '../helpers/server-per-file.js';
 import { dumpProjection } from '../helpers/projection-dump.js';
 import { killAll, runSonar } from '../helpers/sonar-process.js';
 import { DAY_MS, startSweepWorld } from '../helpers/sweep-world.js';
 import type { SweepWorld } from '../helpers/sweep-world.js';
 
-let server: NatsServer;
-let nc: NatsConnection;
+const nats = serverPerFile();
 let jsm: JetStreamManager;
 const running: { stop(): Promise<void> }[] = [];
 
 beforeAll(async () => {
-  server = await startNatsServer();
-  nc = await connect({ servers: server.url });
-  jsm = await jetstreamManager(nc);
+  jsm = await jetstreamManager(nats.nc);
 });
 afterEach(async () => {
   await Promise.all(running.splice(0).map((r) => r.stop()));
 });
 afterAll(async () => {
   await killAll();
-  await nc?.close();
-  await server?.stop();
 });
 
 /** A logger that keeps its lines, to assert on warnings. */
@@ -91,7 +83,7 @@ async function seed(w: SweepWorld, workerFirst: boolean): Promise<void> {
 
 /** Seeds, then purges `old` with the retention sweep (31 days on); returns the world. */
 async function purgedWorld(workerFirst: boolean): Promise<SweepWorld> {
-  const w = await startSweepWorld(nc, server.url);
+  const w = await startSweepWorld(nats.nc, nats.server.url);
   running.push(w);
   await seed(w, workerFirst);
   const report = await w.sweep({ shiftMs: 31 * DAY_MS });
@@ -102,7 +94,7 @@ async function purgedWorld(workerFirst: boolean): Promise<SweepWorld> {
 }
 
 async function snapshots(n: Names): Promise<ObjectStore> {
-  return new Objm(nc).open(n.objectStores.snapshots);
+  return new Objm(nats.nc).open(n.objectStores.snapshots);
 }
 
 /** The stored snapshot as JSON lines, and its object metadata. */
@@ -137,8 +129,8 @@ async function asOtherBuild(n: Names, editRow: (row: unknown[]) => unknown[] = (
 async function restart(w: SweepWorld, log: Logger, env: Record<string, string> = {}) {
   const n = w.ctx.names;
   const backend = await Backend.start({
-    config: testConfig(server.url, n, { SONAR_FINALIZE_LEASE: '1s', ...env }),
-    nc,
+    config: testConfig(nats.server.url, n, { SONAR_FINALIZE_LEASE: '1s', ...env }),
+    nc: nats.nc,
     log,
     parts: {
       handlers: () => ({}),
@@ -197,11 +189,11 @@ describe('projection snapshot after retention purged events', () => {
   );
 
   it('with nothing purged, another build’s snapshot is ignored and the stream replayed in full', async () => {
-    const w = await startSweepWorld(nc, server.url);
+    const w = await startSweepWorld(nats.nc, nats.server.url);
     running.push(w);
     const n = w.ctx.names;
     await seed(w, true);
-    const deps = { nc, jsm, names: n, log: silentLogger, loop: w.ctx.loop, nodeId: 'n1' };
+    const deps = { nc: nats.nc, jsm, names: n, log: silentLogger, loop: w.ctx.loop, nodeId: 'n1' };
     expect(await writeSnapshot(deps)).not.toBeNull();
     const before = dumpProjection(w.ctx.loop.projection);
     expect(purgedEvents((await jsm.streams.info(n.streams.events)).state)).toBeNull();
@@ -260,7 +252,11 @@ describe('projection snapshot after retention purged events', () => {
     }
 
     // The real process: one error line, exit 1.
-    const env = { SONAR_NATS_URL: server.url, SONAR_PREFIX: n.prefix, SONAR_FINALIZE_LEASE: '1s' };
+    const env = {
+      SONAR_NATS_URL: nats.server.url,
+      SONAR_PREFIX: n.prefix,
+      SONAR_FINALIZE_LEASE: '1s',
+    };
     const refused = await runSonar('backend', ['backend'], env);
     expect(refused.code).toBe(1);
     const plain = refused.stderr.split('\n').filter((l) => l !== '' && !l.startsWith('{'));

@@ -1,9 +1,7 @@
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { JetStreamManager } from '@nats-io/jetstream';
 import { Objm } from '@nats-io/obj';
-import { connect } from '@nats-io/transport-node';
-import type { NatsConnection } from '@nats-io/transport-node';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { replayView } from '../../actors/replay-view.js';
 import type { Names } from '../../streams/names.js';
 import { EventStore } from '../../streams/event-store.js';
@@ -25,24 +23,15 @@ import { createLogger, silentLogger } from '../../src/log.js';
 import type { Logger } from '../../src/log.js';
 import { createOutputStore } from '../../src/storage/create-output-store.js';
 import { eventually } from '../helpers/eventually.js';
-import { startNatsServer } from '../helpers/nats-server.js';
-import type { NatsServer } from '../helpers/nats-server.js';
+import { serverPerFile } from '../helpers/server-per-file.js';
 import { dumpProjection } from '../helpers/projection-dump.js';
 import { freshTopology } from '../helpers/topology.js';
 
-let server: NatsServer;
-let nc: NatsConnection;
+const nats = serverPerFile();
 let jsm: JetStreamManager;
 
 beforeAll(async () => {
-  server = await startNatsServer();
-  nc = await connect({ servers: server.url });
-  jsm = await jetstreamManager(nc);
-});
-
-afterAll(async () => {
-  await nc?.close();
-  await server?.stop();
+  jsm = await jetstreamManager(nats.nc);
 });
 
 /** A logger that keeps its lines, to assert on warnings. */
@@ -56,7 +45,7 @@ function recordingLogger(): { log: Logger; lines: { level: string; msg: string }
 }
 
 async function startLoop(n: Names, from?: Parameters<ProjectionLoop['start']>[0]) {
-  const loop = new ProjectionLoop(new EventStore(nc, n), silentLogger);
+  const loop = new ProjectionLoop(new EventStore(nats.nc, n), silentLogger);
   await loop.start(from);
   return loop;
 }
@@ -124,16 +113,16 @@ async function history(n: Names, writer: EventWriter, from: number, tasks: numbe
       });
     }
   }
-  await jetstream(nc).publish(n.subjects.task(run, 'junk'), 'not json');
+  await jetstream(nats.nc).publish(n.subjects.task(run, 'junk'), 'not json');
 }
 
 describe('projection snapshots', () => {
   it('snapshot + tail equals a full replay: view, indexes and skipped count', async () => {
-    const n = await freshTopology(nc);
+    const n = await freshTopology(nats.nc);
     const live = await startLoop(n);
-    const writer = new EventWriter(new EventStore(nc, n), live);
+    const writer = new EventWriter(new EventStore(nats.nc, n), live);
     await history(n, writer, 1, 20);
-    const deps = { nc, jsm, names: n, log: silentLogger, loop: live, nodeId: 'n1' };
+    const deps = { nc: nats.nc, jsm, names: n, log: silentLogger, loop: live, nodeId: 'n1' };
     const written = await writeSnapshot(deps);
     expect(written?.seq).toBe(live.position);
     expect(await writeSnapshot(deps)).toBeNull(); // nothing newer to write
@@ -155,17 +144,17 @@ describe('projection snapshots', () => {
   });
 
   it('falls back to a full replay, with a warning, when the snapshot is unusable', async () => {
-    const n = await freshTopology(nc);
+    const n = await freshTopology(nats.nc);
     const live = await startLoop(n);
-    await history(n, new EventWriter(new EventStore(nc, n), live), 1, 5);
+    await history(n, new EventWriter(new EventStore(nats.nc, n), live), 1, 5);
     const { log, lines } = recordingLogger();
-    const deps = { nc, jsm, names: n, log, loop: live, nodeId: 'n1' };
+    const deps = { nc: nats.nc, jsm, names: n, log, loop: live, nodeId: 'n1' };
     const warned = (re: RegExp) => lines.some((l) => l.level === 'warn' && re.test(l.msg));
 
     expect(await loadSnapshot(deps)).toBeNull();
     expect(warned(/not used: none stored/)).toBe(true);
 
-    const os = await new Objm(nc).open(n.objectStores.snapshots);
+    const os = await new Objm(nats.nc).open(n.objectStores.snapshots);
     const put = (metadata: Record<string, string>, bytes: Uint8Array) =>
       os.putBlob({ name: SNAPSHOT_OBJECT, metadata }, bytes);
     const good = { seq: '1', fingerprint: snapshotFingerprint(), format: String(SNAPSHOT_FORMAT) };
@@ -199,12 +188,12 @@ describe('projection snapshots', () => {
   });
 
   it('two writers at once: one snapshot lands, never an older one over a newer', async () => {
-    const n = await freshTopology(nc);
+    const n = await freshTopology(nats.nc);
     const a = await startLoop(n);
-    await history(n, new EventWriter(new EventStore(nc, n), a), 1, 5);
+    await history(n, new EventWriter(new EventStore(nats.nc, n), a), 1, 5);
     const b = await startLoop(n);
     const deps = (loop: ProjectionLoop, nodeId: string) => ({
-      nc,
+      nc: nats.nc,
       jsm,
       names: n,
       log: silentLogger,
@@ -218,12 +207,12 @@ describe('projection snapshots', () => {
   });
 
   it('a backend snapshots as leader, on stop, and restarts from it', async () => {
-    const n = await freshTopology(nc);
-    const config = loadConfig({ SONAR_NATS_URL: server.url, SONAR_PREFIX: n.prefix });
+    const n = await freshTopology(nats.nc);
+    const config = loadConfig({ SONAR_NATS_URL: nats.server.url, SONAR_PREFIX: n.prefix });
     const start = (log: Logger) =>
       Backend.start({
         config,
-        nc,
+        nc: nats.nc,
         log,
         nodeId: 'node-1',
         parts: {
@@ -239,7 +228,7 @@ describe('projection snapshots', () => {
       data: { nodeId: 'node-1' },
     });
     await history(n, first.ctx.writer, 1, 10);
-    const deps = { nc, jsm, names: n, log: silentLogger };
+    const deps = { nc: nats.nc, jsm, names: n, log: silentLogger };
     await eventually(async () => expect((await storedSnapshot(deps))?.seq).toBeGreaterThan(20), {
       timeoutMs: 5_000,
     });

@@ -1,15 +1,12 @@
 import { createServer } from 'node:http';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { connect } from '@nats-io/transport-node';
-import type { NatsConnection } from '@nats-io/transport-node';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { SonarClient } from '../../src/client/client.js';
 import { ImdsClient, parseSpotNotice } from '../../src/worker/spot-notice.js';
 import { createWorker } from '../../src/worker/worker.js';
 import { eventually } from '../helpers/eventually.js';
-import { startNatsServer } from '../helpers/nats-server.js';
-import type { NatsServer } from '../helpers/nats-server.js';
+import { serverPerFile } from '../helpers/server-per-file.js';
 import {
   dispatchRun,
   eventsOf,
@@ -68,32 +65,23 @@ class ImdsStandIn {
   }
 }
 
-let server: NatsServer;
-let nc: NatsConnection;
+const nats = serverPerFile();
 let tb: TestBackend | undefined;
 let imds: ImdsStandIn;
 let imdsUrl: string;
 
-beforeAll(async () => {
-  server = await startNatsServer();
-  nc = await connect({ servers: server.url });
-});
 afterEach(async () => {
   await killWorkers();
   await tb?.stop();
   tb = undefined;
   await imds?.stop();
 });
-afterAll(async () => {
-  await nc?.close();
-  await server?.stop();
-});
 
 async function world() {
   imds = new ImdsStandIn();
   imdsUrl = await imds.start();
-  tb = await startTestBackend(server.url, nc, { SONAR_IMDS_URL: imdsUrl });
-  return { ctx: tb.ctx, client: new SonarClient(nc, { prefix: tb.ctx.names.prefix }) };
+  tb = await startTestBackend(nats.server.url, nats.nc, { SONAR_IMDS_URL: imdsUrl });
+  return { ctx: tb.ctx, client: new SonarClient(nats.nc, { prefix: tb.ctx.names.prefix }) };
 }
 
 describe('ImdsClient', () => {
@@ -156,7 +144,7 @@ describe('spot interruption', () => {
     const worker = createWorker({
       tags: ['a'],
       handler: () => 'ok',
-      nc,
+      nc: nats.nc,
       prefix: ctx.names.prefix,
       spot: 'auto',
       imdsUrl,

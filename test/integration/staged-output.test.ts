@@ -7,20 +7,17 @@ import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { JetStreamManager } from '@nats-io/jetstream';
 import { Objm } from '@nats-io/obj';
 import type { ObjectStore } from '@nats-io/obj';
-import { connect, headers } from '@nats-io/transport-node';
-import type { NatsConnection } from '@nats-io/transport-node';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { headers } from '@nats-io/transport-node';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { names } from '../../streams/names.js';
 import { ensureTopology } from '../../streams/provision.js';
 import { DEFAULT_TOPOLOGY_OPTIONS } from '../../streams/topology.js';
 import { commitStagedOutput, stageOutput, UPLOAD_HEADER } from '../../src/storage/staged-output.js';
 import type { StagingParts } from '../../src/storage/staged-output.js';
-import { startNatsServer } from '../helpers/nats-server.js';
-import type { NatsServer } from '../helpers/nats-server.js';
+import { serverPerFile } from '../helpers/server-per-file.js';
 
 const n = names('stg');
-let server: NatsServer;
-let nc: NatsConnection;
+const nats = serverPerFile();
 let jsm: JetStreamManager;
 let outputs: ObjectStore;
 let parts: StagingParts;
@@ -31,18 +28,11 @@ const staged = async (): Promise<number> =>
   (await jsm.streams.info(n.streams.staging)).state.messages;
 
 beforeAll(async () => {
-  server = await startNatsServer();
-  nc = await connect({ servers: server.url });
-  jsm = await jetstreamManager(nc);
+  jsm = await jetstreamManager(nats.nc);
   await ensureTopology(jsm, n, DEFAULT_TOPOLOGY_OPTIONS);
-  outputs = await new Objm(nc).open(n.objectStores.outputs);
-  parts = { js: jetstream(nc), jsm, outputs, stream: n.streams.staging };
+  outputs = await new Objm(nats.nc).open(n.objectStores.outputs);
+  parts = { js: jetstream(nats.nc), jsm, outputs, stream: n.streams.staging };
 }, 30_000);
-
-afterAll(async () => {
-  await nc?.close();
-  await server?.stop();
-});
 
 describe('staged outputs', () => {
   it('moves a staged output into the store whole and leaves nothing staged', async () => {

@@ -2,9 +2,7 @@ import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { jetstream } from '@nats-io/jetstream';
-import { connect } from '@nats-io/transport-node';
-import type { NatsConnection } from '@nats-io/transport-node';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { enqueueFinalization } from '../../streams/queues.js';
 import { StillStoppingError } from '../../src/backend/straggler-guard.js';
 import { SonarClient } from '../../src/client/client.js';
@@ -17,23 +15,15 @@ import {
   seedFinalizing,
   stateOf,
 } from '../helpers/finalize-fixtures.js';
-import { startNatsServer } from '../helpers/nats-server.js';
-import type { NatsServer } from '../helpers/nats-server.js';
+import { serverPerFile } from '../helpers/server-per-file.js';
 import { freshTopology } from '../helpers/topology.js';
 import { dispatchRun, runFileOf, startTestBackend, taskOf } from '../helpers/worker-fixtures.js';
 
-let server: NatsServer;
-let nc: NatsConnection;
+const nats = serverPerFile();
 const children = new Set<ChildProcess>();
 
-beforeAll(async () => {
-  server = await startNatsServer();
-  nc = await connect({ servers: server.url });
-});
-afterAll(async () => {
+afterAll(() => {
   for (const child of children) child.kill('SIGKILL');
-  await nc?.close();
-  await server?.stop();
 });
 
 const GRACE_MS = 2_000;
@@ -41,18 +31,18 @@ const LEASE_MS = 2_000;
 
 describe('bounded shutdown', () => {
   it('a backend whose finalizer is stuck in a 60 s sink write exits within SONAR_STOP_GRACE on SIGTERM; another backend finalizes the job after its lease', async () => {
-    const n = await freshTopology(nc, { finalizeLeaseMs: LEASE_MS });
-    const w = await openWriter(nc, n);
+    const n = await freshTopology(nats.nc, { finalizeLeaseMs: LEASE_MS });
+    const w = await openWriter(nats.nc, n);
     try {
       const [job] = await seedFinalizing(w.writer, n, { runId: 'r1', taskIds: ['t1'] });
-      await enqueueFinalization(jetstream(nc), n, job!);
+      await enqueueFinalization(jetstream(nats.nc), n, job!);
       const child = spawn(
         process.execPath,
         ['--import', 'tsx', 'test/helpers/stuck-sink-backend-main.ts'],
         {
           env: {
             ...process.env,
-            SONAR_NATS_URL: server.url,
+            SONAR_NATS_URL: nats.server.url,
             SONAR_PREFIX: n.prefix,
             SONAR_FINALIZE_LEASE: `${LEASE_MS}ms`,
             SONAR_STOP_GRACE: `${GRACE_MS}ms`,
@@ -91,7 +81,7 @@ describe('bounded shutdown', () => {
 
       // The job's lease ran out with the process: another backend finalizes it.
       const sink = new InstrumentedSink(null);
-      const b = await startPoolBackend(nc, server.url, n, {
+      const b = await startPoolBackend(nats.nc, nats.server.url, n, {
         sink,
         env: { SONAR_FINALIZE_LEASE: `${LEASE_MS}ms` },
       });
@@ -107,18 +97,18 @@ describe('bounded shutdown', () => {
   });
 
   it('a component left running by a bounded stop refuses to start again until its straggler ends', async () => {
-    const n = await freshTopology(nc, { finalizeLeaseMs: LEASE_MS });
-    const w = await openWriter(nc, n);
+    const n = await freshTopology(nats.nc, { finalizeLeaseMs: LEASE_MS });
+    const w = await openWriter(nats.nc, n);
     const sink = new InstrumentedSink(null);
     let release!: () => void;
     sink.hold = new Promise<void>((resolve) => (release = resolve));
-    const b = await startPoolBackend(nc, server.url, n, {
+    const b = await startPoolBackend(nats.nc, nats.server.url, n, {
       sink,
       env: { SONAR_FINALIZE_LEASE: `${LEASE_MS}ms`, SONAR_STOP_GRACE: '300ms' },
     });
     try {
       const [job] = await seedFinalizing(w.writer, n, { runId: 'r1', taskIds: ['t1'] });
-      await enqueueFinalization(jetstream(nc), n, job!);
+      await enqueueFinalization(jetstream(nats.nc), n, job!);
       await eventually(() => sink.writes.now === 1);
       const stopping = performance.now();
       await b.stop();
@@ -140,14 +130,14 @@ describe('bounded shutdown', () => {
   });
 
   it('a draining worker whose backend is gone stops within SONAR_STOP_GRACE of its drain deadline', async () => {
-    const tb = await startTestBackend(server.url, nc);
+    const tb = await startTestBackend(nats.server.url, nats.nc);
     const { ctx } = tb;
-    await new SonarClient(nc, { prefix: ctx.names.prefix }).submit(
+    await new SonarClient(nats.nc, { prefix: ctx.names.prefix }).submit(
       runFileOf('r1', [{ id: 's', tags: ['a'], count: 1 }]),
     );
     const worker = createWorker({
       tags: ['a'],
-      nc,
+      nc: nats.nc,
       prefix: ctx.names.prefix,
       drainGraceMs: '200ms',
       killGraceMs: '100ms',

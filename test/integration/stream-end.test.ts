@@ -10,8 +10,7 @@ import { join } from 'node:path';
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { JetStreamManager } from '@nats-io/jetstream';
 import { Objm } from '@nats-io/obj';
-import { connect, nuid } from '@nats-io/transport-node';
-import type { NatsConnection } from '@nats-io/transport-node';
+import { nuid } from '@nats-io/transport-node';
 import type { EventRecord } from '../../actors/projection.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EventStore } from '../../streams/event-store.js';
@@ -20,8 +19,7 @@ import type { Names } from '../../streams/names.js';
 import { SNAPSHOT_OBJECT } from '../../src/backend/snapshots/snapshot.js';
 import type { RunFile } from '../../src/protocol.js';
 import { eventually } from '../helpers/eventually.js';
-import { startNatsServer } from '../helpers/nats-server.js';
-import type { NatsServer } from '../helpers/nats-server.js';
+import { serverPerFile } from '../helpers/server-per-file.js';
 import { spawnSonar } from '../helpers/sonar-process.js';
 import { freshTopology } from '../helpers/topology.js';
 import {
@@ -32,19 +30,14 @@ import {
 } from '../helpers/worker-fixtures.js';
 import type { TestBackend } from '../helpers/worker-fixtures.js';
 
-let server: NatsServer;
-let nc: NatsConnection;
+const nats = serverPerFile();
 let jsm: JetStreamManager;
 
 beforeAll(async () => {
-  server = await startNatsServer();
-  nc = await connect({ servers: server.url });
-  jsm = await jetstreamManager(nc);
+  jsm = await jetstreamManager(nats.nc);
 });
 afterAll(async () => {
   await killWorkers();
-  await nc?.close();
-  await server?.stop();
 });
 
 /** Appends one event per subject, in order (fresh ids: no dedupe); returns their sequences. */
@@ -77,8 +70,8 @@ async function streamEnd(n: Names): Promise<{ lastSeq: number; stored: number; n
 
 describe('EventStore.replay ends', () => {
   it('on an empty stream, and on one emptied by a purge', async () => {
-    const n = await freshTopology(nc);
-    const store = new EventStore(nc, n);
+    const n = await freshTopology(nats.nc);
+    const store = new EventStore(nats.nc, n);
     expect(await replayed(store)).toEqual({ seqs: [], last: 0 });
     expect(await store.endSeq()).toBe(0);
     expect(await store.readAggregate(n.subjects.run('r1'))).toEqual([]);
@@ -95,8 +88,8 @@ describe('EventStore.replay ends', () => {
   });
 
   it('with holes inside the stream, for the whole stream and for a wildcard filter', async () => {
-    const n = await freshTopology(nc);
-    const store = new EventStore(nc, n);
+    const n = await freshTopology(nats.nc);
+    const store = new EventStore(nats.nc, n);
     const seqs = await appendAll(store, [
       n.subjects.worker('w1'),
       n.subjects.task('r1', 't1'),
@@ -121,8 +114,8 @@ describe('EventStore.replay ends', () => {
   });
 
   it('after a purge of its newest events: at the last event stored, not at last_seq', async () => {
-    const n = await freshTopology(nc);
-    const store = new EventStore(nc, n);
+    const n = await freshTopology(nats.nc);
+    const store = new EventStore(nats.nc, n);
     await appendAll(store, [
       n.subjects.worker('w1'),
       n.subjects.run('old'),
@@ -153,8 +146,8 @@ describe('EventStore.replay ends', () => {
   });
 
   it('when a purge lands while it reads, with every event still stored read once, in order', async () => {
-    const n = await freshTopology(nc);
-    const store = new EventStore(nc, n);
+    const n = await freshTopology(nats.nc);
+    const store = new EventStore(nats.nc, n);
     // More than one pull batch (32,768): the events after it are not delivered yet when the
     // purge lands, and on 2.9 the purge moves the replay's consumer past all of them.
     const total = 40_000;
@@ -189,7 +182,12 @@ describe('after retention purged the newest events', () => {
 
   beforeAll(async () => {
     // The user's case: a short retention, one finished run, then the verbs.
-    tb = await startTestBackend(server.url, nc, { SONAR_RETENTION: '1s' }, { reconciler: true });
+    tb = await startTestBackend(
+      nats.server.url,
+      nats.nc,
+      { SONAR_RETENTION: '1s' },
+      { reconciler: true },
+    );
     dir = await mkdtemp(join(tmpdir(), 'sonar-stream-end-'));
     spawnWorker(tb.env, ['--worker-id', 'w1', '--tags', 'a', '--slots', '4']);
     await eventually(() => tb.ctx.loop.projection.workers.get('w1')?.snapshot.value === 'Active', {
@@ -290,13 +288,13 @@ describe('after retention purged the newest events', () => {
     await purgeRun('new');
     await tb.stop();
     // Removed after the stop: a stopping backend may write one more.
-    const os = await new Objm(nc).open(tb.ctx.names.objectStores.snapshots);
+    const os = await new Objm(nats.nc).open(tb.ctx.names.objectStores.snapshots);
     await os.delete(SNAPSHOT_OBJECT);
     const before = await streamEnd(tb.ctx.names);
     // Without the snapshot the purged runs are lost: the operator says so explicitly.
     tb = await startTestBackend(
-      server.url,
-      nc,
+      nats.server.url,
+      nats.nc,
       { ...tb.env, SONAR_ALLOW_SNAPSHOT_LOSS: '1' },
       { reconciler: true },
     );

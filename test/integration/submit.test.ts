@@ -1,46 +1,34 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { connect } from '@nats-io/transport-node';
-import type { NatsConnection } from '@nats-io/transport-node';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { ValidationError } from '../../actors/errors.js';
 import { SonarClient } from '../../src/client/client.js';
 import { runFileHash, validateRunFile } from '../../src/run-file.js';
 import { ApiClient } from '../../src/worker/api-client.js';
 import { names } from '../../streams/names.js';
 import { eventually } from '../helpers/eventually.js';
-import { startNatsServer } from '../helpers/nats-server.js';
-import type { NatsServer } from '../helpers/nats-server.js';
+import { serverPerFile } from '../helpers/server-per-file.js';
 import { runSonar } from '../helpers/sonar-process.js';
 import { dispatchRun, eventsOf, runFileOf, startTestBackend } from '../helpers/worker-fixtures.js';
 import type { TestBackend } from '../helpers/worker-fixtures.js';
 
-let server: NatsServer;
-let nc: NatsConnection;
+const nats = serverPerFile();
 let tb: TestBackend | undefined;
 
-beforeAll(async () => {
-  server = await startNatsServer();
-  nc = await connect({ servers: server.url });
-});
 afterEach(async () => {
   await tb?.stop();
   tb = undefined;
 });
-afterAll(async () => {
-  await nc?.close();
-  await server?.stop();
-});
 
 async function world(env: Record<string, string> = {}) {
-  tb = await startTestBackend(server.url, nc, env);
+  tb = await startTestBackend(nats.server.url, nats.nc, env);
   const n = tb.ctx.names;
   return {
     ctx: tb.ctx,
     n,
-    client: new SonarClient(nc, { prefix: n.prefix }),
-    api: new ApiClient(nc, n, { retryForMs: 0 }),
+    client: new SonarClient(nats.nc, { prefix: n.prefix }),
+    api: new ApiClient(nats.nc, n, { retryForMs: 0 }),
     runEvents: async (runId: string) =>
       (await Promise.all(n.subjects.runAll(runId).map((s) => eventsOf(tb!.ctx, s))))
         .flat()
@@ -52,7 +40,7 @@ describe('submit', () => {
   it('submits a 20k-task run in chunks, RunSubmitted last', async () => {
     const { ctx, n, client, runEvents } = await world();
     let chunks = 0;
-    const spy = nc.subscribe(n.subjects.api('submit.tasks'), {
+    const spy = nats.nc.subscribe(n.subjects.api('submit.tasks'), {
       callback: () => {
         chunks++;
       },
@@ -185,12 +173,12 @@ describe('admission control (SONAR_MAX_OPEN_TASKS)', () => {
     const { ctx, n, client, runEvents } = await world({ SONAR_MAX_OPEN_TASKS: '10' });
     await client.submit(runFileOf('r1', [{ id: 's1', tags: ['a'], count: 6 }]));
     let begins = 0;
-    const spy = nc.subscribe(n.subjects.api('submit.begin'), {
+    const spy = nats.nc.subscribe(n.subjects.api('submit.begin'), {
       callback: () => {
         begins++;
       },
     });
-    await nc.flush();
+    await nats.nc.flush();
     const r2 = runFileOf('r2', [{ id: 's1', tags: ['a'], count: 5 }]);
     const err = await client.submit(r2).catch((e: unknown) => e);
     expect(err).toMatchObject({
@@ -201,7 +189,7 @@ describe('admission control (SONAR_MAX_OPEN_TASKS)', () => {
       details: { open: 6, adding: 5, limit: 10, setting: 'SONAR_MAX_OPEN_TASKS' },
     });
     // Not retried like `unavailable`: one request, one answer.
-    await nc.flush();
+    await nats.nc.flush();
     expect(begins).toBe(1);
     spy.unsubscribe();
     expect(await runEvents('r2')).toHaveLength(0);
@@ -239,7 +227,7 @@ describe('ApiClient and error codes it does not know', () => {
   it('fails at once on an unknown code (a newer backend), keeping the code received', async () => {
     const n = names('zzcodes');
     let asked = 0;
-    const responder = nc.subscribe(n.subjects.api('cancel'), {
+    const responder = nats.nc.subscribe(n.subjects.api('cancel'), {
       callback: (_e, m) => {
         asked++;
         m.respond(
@@ -247,8 +235,8 @@ describe('ApiClient and error codes it does not know', () => {
         );
       },
     });
-    await nc.flush();
-    const api = new ApiClient(nc, n, { retryForMs: 10_000 });
+    await nats.nc.flush();
+    const api = new ApiClient(nats.nc, n, { retryForMs: 10_000 });
     await expect(api.request('cancel', { runId: 'r1' })).rejects.toMatchObject({
       code: 'unknown',
       message: 'not now',
@@ -270,12 +258,12 @@ describe('cancel', () => {
     );
     await dispatchRun(ctx, 'r1');
     const controls: unknown[] = [];
-    const sub = nc.subscribe(n.subjects.controlCancel, {
+    const sub = nats.nc.subscribe(n.subjects.controlCancel, {
       callback: (_e, m) => {
         controls.push(m.json());
       },
     });
-    await nc.flush();
+    await nats.nc.flush();
     await expect(client.cancel('r1', { reason: 'enough' })).resolves.toEqual({
       runId: 'r1',
       cancelled: 5,

@@ -1,29 +1,21 @@
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { connect } from '@nats-io/transport-node';
-import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SonarClient } from '../../src/client/client.js';
 import { eventually } from '../helpers/eventually.js';
-import { startNatsServer } from '../helpers/nats-server.js';
-import type { NatsServer } from '../helpers/nats-server.js';
+import { serverPerFile } from '../helpers/server-per-file.js';
 import { ROOT, SONAR_BIN, startTestBackend } from '../helpers/worker-fixtures.js';
 import type { TestBackend } from '../helpers/worker-fixtures.js';
 
-let server: NatsServer;
-let nc: NatsConnection;
+const nats = serverPerFile();
 let tb: TestBackend;
 
 beforeAll(async () => {
-  server = await startNatsServer();
-  nc = await connect({ servers: server.url });
   // The reconciler runs with the default orphanAge (10 min): only `exited` can be that fast.
-  tb = await startTestBackend(server.url, nc, {}, { reconciler: true });
+  tb = await startTestBackend(nats.server.url, nats.nc, {}, { reconciler: true });
 });
 afterAll(async () => {
   await tb?.stop();
-  await nc?.close();
-  await server?.stop();
 });
 
 /**
@@ -89,7 +81,7 @@ describe('sonar workers (supervised liveness)', () => {
         },
       );
 
-      await new SonarClient(nc, { prefix: ctx.names.prefix }).submit({
+      await new SonarClient(nats.nc, { prefix: ctx.names.prefix }).submit({
         runId: 'r1',
         steps: [{ id: 's', tags: ['a'], tasks: [{ id: 't1' }] }],
       });

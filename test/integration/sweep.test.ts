@@ -1,11 +1,9 @@
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { JetStreamManager } from '@nats-io/jetstream';
-import { connect } from '@nats-io/transport-node';
-import type { NatsConnection } from '@nats-io/transport-node';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { Kvm } from '@nats-io/kv';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { applyEvent } from '../../actors/projection.js';
 import { ensureDispatchConsumer } from '../../streams/provision.js';
 import {
@@ -27,32 +25,24 @@ import { scanStream } from '../../src/backend/sweep/stream-scan.js';
 import { eventually } from '../helpers/eventually.js';
 import { ObjOutputStore, seedFinalizing, stateOf } from '../helpers/finalize-fixtures.js';
 import { pulse, workersBucket } from '../helpers/reconciler-backend.js';
-import { startNatsServer } from '../helpers/nats-server.js';
-import type { NatsServer } from '../helpers/nats-server.js';
+import { serverPerFile } from '../helpers/server-per-file.js';
 import { DAY_MS, startSweepWorld } from '../helpers/sweep-world.js';
 import { freshPrefix } from '../helpers/topology.js';
 import type { SweepWorld } from '../helpers/sweep-world.js';
 
-let server: NatsServer;
-let nc: NatsConnection;
+const nats = serverPerFile();
 let jsm: JetStreamManager;
 const worlds: SweepWorld[] = [];
 
 beforeAll(async () => {
-  server = await startNatsServer();
-  nc = await connect({ servers: server.url });
-  jsm = await jetstreamManager(nc);
+  jsm = await jetstreamManager(nats.nc);
 });
 afterEach(async () => {
   await Promise.all(worlds.splice(0).map((w) => w.stop()));
 });
-afterAll(async () => {
-  await nc?.close();
-  await server?.stop();
-});
 
 async function world(opts: Parameters<typeof startSweepWorld>[2] = {}): Promise<SweepWorld> {
-  const w = await startSweepWorld(nc, server.url, opts);
+  const w = await startSweepWorld(nats.nc, nats.server.url, opts);
   worlds.push(w);
   return w;
 }
@@ -95,7 +85,7 @@ describe('the full sweep', () => {
   it('purges dispatch messages whose attempt is no longer current, and keeps the current one', async () => {
     const w = await world();
     const n = w.ctx.names;
-    const js = jetstream(nc);
+    const js = jetstream(nats.nc);
     await pendingTasks(w, 'r1', ['t1', 't2']);
     const task = n.subjects.task('r1', 't1');
     const body = (attemptId: string, taskId = 't1') => ({
@@ -148,7 +138,7 @@ describe('the full sweep', () => {
   it('re-enqueues the job of a Finalizing task that has none, even inside the dedupe window of its lost original', async () => {
     const w = await world();
     const n = w.ctx.names;
-    const js = jetstream(nc);
+    const js = jetstream(nats.nc);
     const [job] = await seedFinalizing(w.ctx.writer, n, { runId: 'r1', taskIds: ['t1'] });
     // The job was enqueued with its usual id and then lost (deleted): inside the 2-minute
     // window a re-enqueue with that id (the reconciler's) is a duplicate that stores nothing.
@@ -163,7 +153,7 @@ describe('the full sweep', () => {
     expect((await w.sweep({ shiftMs: 5_000 })).lostFinalizations.reenqueued).toEqual([]);
     // The reconciler and a sweep may both re-enqueue (distinct ids): a duplicate is a no-op.
     await enqueueFinalization(js, n, job!, 0, 'a-duplicate');
-    const kv = await KvResultsSink.open(nc, n);
+    const kv = await KvResultsSink.open(nats.nc, n);
     const pool = new FinalizerPool(w.ctx, { sink: kv });
     await pool.start();
     try {
@@ -186,7 +176,7 @@ describe('the full sweep', () => {
       env: { SONAR_FINALIZE_MAX_DELIVER: '2', SONAR_FINALIZE_LEASE: '300ms' },
     });
     const n = w.ctx.names;
-    const js = jetstream(nc);
+    const js = jetstream(nats.nc);
     const jobs = await seedFinalizing(w.ctx.writer, n, { runId: 'r1', taskIds: ['t1', 't2'] });
     const consumer = await js.consumers.get(n.streams.finalize, n.consumers.finalizer);
     /** Delivers the queue's jobs until none comes any more: each ran out of deliveries. */
@@ -204,7 +194,7 @@ describe('the full sweep', () => {
     // were recorded); its advisory was lost.
     await enqueueFinalization(js, n, jobs[0]!);
     expect(await exhaust()).toEqual([1, 2]);
-    const failures = await FailureLog.open(nc, n);
+    const failures = await FailureLog.open(nats.nc, n);
     for (const delivery of [1, 2]) {
       await failures.record(jobs[0]!, {
         error: `sink down (${delivery})`,
@@ -259,7 +249,7 @@ describe('the full sweep', () => {
     await joined('w1', ['gpu']); // left: gpu was last advertised when it left
     await w.write(n.subjects.worker('w1'), 'WorkerLeft', {});
     await joined('w2', ['linux']); // live: its key is in the registry
-    await pulse(await workersBucket(nc, n.prefix), 'w2', { tags: ['linux'] });
+    await pulse(await workersBucket(nats.nc, n.prefix), 'w2', { tags: ['linux'] });
     await joined('w3', ['linux']); // joined, but its key is gone and no event says so
     // 'arm': a consumer no worker ever advertised.
 
@@ -317,7 +307,7 @@ describe('the full sweep', () => {
   it('purges the events, result, output and error history of a run finished past retention, then evicts it with RunExpired; a restart from the snapshot agrees', async () => {
     const w = await world();
     const n = w.ctx.names;
-    const outputs = await ObjOutputStore.open(nc, n);
+    const outputs = await ObjOutputStore.open(nats.nc, n);
     // 'old': one task finalized, its step and run succeeded; an output in the object store,
     // a result, an error history and a poison record from an earlier failure.
     const [job] = await seedFinalizing(w.ctx.writer, n, {
@@ -326,7 +316,7 @@ describe('the full sweep', () => {
       stored: () => true,
       outputs,
     });
-    const sink = await KvResultsSink.open(nc, n);
+    const sink = await KvResultsSink.open(nats.nc, n);
     await sink.upsert(
       {
         runId: 'old',
@@ -340,7 +330,7 @@ describe('the full sweep', () => {
       },
       bodyOf(new TextEncoder().encode('{}')),
     );
-    const failures = await FailureLog.open(nc, n);
+    const failures = await FailureLog.open(nats.nc, n);
     await failures.record(job!, {
       error: 'slow sink',
       at: new Date().toISOString(),
@@ -349,7 +339,7 @@ describe('the full sweep', () => {
       permanent: false,
       by: 'test',
     });
-    await jetstream(nc).publish(n.subjects.poison('old', 't1'), '{}');
+    await jetstream(nats.nc).publish(n.subjects.poison('old', 't1'), '{}');
     await w.write(n.subjects.task('old', 't1'), 'TaskFinalized', {
       attemptId: 'a1',
       resultKey: 'old.t1',
@@ -404,7 +394,7 @@ describe('the full sweep', () => {
 
     // A backend starting now loads the snapshot: the purged run is there, finished, and the
     // RunExpired after it evicts it.
-    const loaded = await loadSnapshot({ nc, jsm, names: n, log: silentLogger });
+    const loaded = await loadSnapshot({ nc: nats.nc, jsm, names: n, log: silentLogger });
     expect(loaded).not.toBeNull();
     const p = loaded!.projection;
     expect(p.runs.get('old')?.snapshot.value).toBe('Succeeded');
@@ -439,14 +429,14 @@ describe('the full sweep', () => {
     expect(swept.reduce((x, y) => x + y)).toBe(1);
     const winner = sweepers.find((s) => s.stats.swept === 1)!;
     await eventually(() => winner.lastReport !== null);
-    const kv = await new Kvm(nc).open(a!.ctx.names.buckets.schedule);
+    const kv = await new Kvm(nats.nc).open(a!.ctx.names.buckets.schedule);
     const turn = (await kv.get(FULL_SWEEP_KEY))!.json<{ by: string; lastAt: string }>();
     expect(turn.by).toBe(winner.lastReport!.by);
   });
 
   it('of claims racing on one due turn, exactly one lands', async () => {
     const w = await world();
-    const kv = await new Kvm(nc).open(w.ctx.names.buckets.schedule);
+    const kv = await new Kvm(nats.nc).open(w.ctx.names.buckets.schedule);
     const old = JSON.stringify({ lastAt: new Date(0).toISOString(), by: 'long-gone' });
     for (let round = 0; round < 5; round++) {
       // First round: no turn was ever taken (create); then an old one (update).
@@ -463,8 +453,15 @@ describe('the full sweep', () => {
   it('`sonar sweep --json` has a backend run one pass, without claiming the turn, and shows its progress', async () => {
     const w = await world({ handlers: apiHandlers, nodeId: 'sweeping-backend' });
     const n = w.ctx.names;
-    await jetstream(nc).publish(n.subjects.dispatch('linux'), 'not json');
-    const out = await runCli(['sweep', '--json', '--server', server.url, '--prefix', n.prefix]);
+    await jetstream(nats.nc).publish(n.subjects.dispatch('linux'), 'not json');
+    const out = await runCli([
+      'sweep',
+      '--json',
+      '--server',
+      nats.server.url,
+      '--prefix',
+      n.prefix,
+    ]);
     expect(out.code, out.stderr).toBe(0);
     const report = JSON.parse(out.stdout) as SweepReport;
     expect(report.staleDispatch).toEqual({ checked: 1, purged: 1 });
@@ -473,14 +470,14 @@ describe('the full sweep', () => {
     // Each repair as it began, in order, on stderr.
     expect(out.stderr).toContain('sweep: registry (1 of 7)\n');
     expect(out.stderr).toContain('sweep: retention (7 of 7)\n');
-    const kv = await new Kvm(nc).open(n.buckets.schedule);
+    const kv = await new Kvm(nats.nc).open(n.buckets.schedule);
     expect(await kv.get(FULL_SWEEP_KEY)).toBeNull();
   });
 });
 
 describe('`sonar sweep` with no backend to run it', () => {
   it('fails at once with one line', async () => {
-    const out = await runCli(['sweep', '--server', server.url, '--prefix', freshPrefix()]);
+    const out = await runCli(['sweep', '--server', nats.server.url, '--prefix', freshPrefix()]);
     expect(out.code).toBe(1);
     expect(out.stderr.trim()).toMatch(/^sonar: sweep: no backend is serving it$/);
   });

@@ -1,8 +1,6 @@
 import { access, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { connect } from '@nats-io/transport-node';
-import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { BackendContext } from '../../src/backend/context.js';
 import { SonarClient } from '../../src/client/client.js';
@@ -11,8 +9,7 @@ import type { TaskHandler } from '../../src/worker/options.js';
 import { createWorker } from '../../src/worker/worker.js';
 import type { Worker } from '../../src/worker/worker.js';
 import { eventually } from '../helpers/eventually.js';
-import { startNatsServer } from '../helpers/nats-server.js';
-import type { NatsServer } from '../helpers/nats-server.js';
+import { serverPerFile } from '../helpers/server-per-file.js';
 import {
   eventsOf,
   killWorkers,
@@ -22,15 +19,12 @@ import {
 } from '../helpers/worker-fixtures.js';
 import type { TestBackend } from '../helpers/worker-fixtures.js';
 
-let server: NatsServer;
-let nc: NatsConnection;
+const nats = serverPerFile();
 let tb: TestBackend | undefined;
 let dir: string;
 const workers: Worker[] = [];
 
 beforeAll(async () => {
-  server = await startNatsServer();
-  nc = await connect({ servers: server.url });
   dir = await mkdtemp(join(tmpdir(), 'sonar-commands-'));
 });
 afterEach(async () => {
@@ -42,8 +36,6 @@ afterEach(async () => {
   tb = undefined;
 });
 afterAll(async () => {
-  await nc?.close();
-  await server?.stop();
   await rm(dir, { recursive: true, force: true });
 });
 
@@ -55,9 +47,9 @@ const exists = (path: string): Promise<boolean> =>
 
 /** The reconciler runs: the run must end on its own, as it would in production. */
 async function world() {
-  tb = await startTestBackend(server.url, nc, {}, { reconciler: true });
+  tb = await startTestBackend(nats.server.url, nats.nc, {}, { reconciler: true });
   const { ctx } = tb;
-  const client = new SonarClient(nc, { prefix: ctx.names.prefix });
+  const client = new SonarClient(nats.nc, { prefix: ctx.names.prefix });
   return { ctx, client };
 }
 
@@ -89,7 +81,7 @@ describe('a worker restricted to its handler (commands: none)', () => {
         : 'handled';
     const w = createWorker({
       tags: ['locked'],
-      nc,
+      nc: nats.nc,
       prefix: ctx.names.prefix,
       commands: 'none',
       handler,

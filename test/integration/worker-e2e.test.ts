@@ -3,14 +3,11 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { connect } from '@nats-io/transport-node';
-import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { SonarClient } from '../../src/client/client.js';
 import type { RunFile } from '../../src/protocol.js';
 import { eventually } from '../helpers/eventually.js';
-import { startNatsServer } from '../helpers/nats-server.js';
-import type { NatsServer } from '../helpers/nats-server.js';
+import { serverPerFile } from '../helpers/server-per-file.js';
 import {
   eventsOf,
   killWorkers,
@@ -22,14 +19,11 @@ import {
 } from '../helpers/worker-fixtures.js';
 import type { TestBackend } from '../helpers/worker-fixtures.js';
 
-let server: NatsServer;
-let nc: NatsConnection;
+const nats = serverPerFile();
 let tb: TestBackend | undefined;
 let dir: string;
 
 beforeAll(async () => {
-  server = await startNatsServer();
-  nc = await connect({ servers: server.url });
   dir = await mkdtemp(join(tmpdir(), 'sonar-e2e-'));
 });
 afterEach(async () => {
@@ -38,8 +32,6 @@ afterEach(async () => {
   tb = undefined;
 });
 afterAll(async () => {
-  await nc?.close();
-  await server?.stop();
   await rm(dir, { recursive: true, force: true });
 });
 
@@ -62,7 +54,7 @@ async function submitAndWait(env: Record<string, string>, file: RunFile) {
 
 describe('end to end: submit --wait, the reconciler, a worker process, finalization', () => {
   it('runs a two-step run to success and exits 0', async () => {
-    tb = await startTestBackend(server.url, nc, {}, { reconciler: true });
+    tb = await startTestBackend(nats.server.url, nats.nc, {}, { reconciler: true });
     spawnWorker(tb.env, ['--worker-id', 'w1', '--tags', 'linux', '--slots', '2']);
     await eventually(() => tb!.ctx.loop.projection.workers.get('w1')?.snapshot.value === 'Active', {
       timeoutMs: 15_000,
@@ -97,7 +89,7 @@ describe('end to end: submit --wait, the reconciler, a worker process, finalizat
   });
 
   it('exits 1 when the run fails', async () => {
-    tb = await startTestBackend(server.url, nc, {}, { reconciler: true });
+    tb = await startTestBackend(nats.server.url, nats.nc, {}, { reconciler: true });
     spawnWorker(tb.env, ['--worker-id', 'w1', '--tags', 'linux', '--slots', '1']);
     const r = await submitAndWait(tb.env, {
       runId: 'e2e-fail',
@@ -116,14 +108,14 @@ describe('end to end: submit --wait, the reconciler, a worker process, finalizat
 
 describe('a dispatch consumer deleted under a joined worker', () => {
   it('is recreated at the request of the worker, and its tasks start without a restart', async () => {
-    tb = await startTestBackend(server.url, nc, {}, { reconciler: true });
+    tb = await startTestBackend(nats.server.url, nats.nc, {}, { reconciler: true });
     const { ctx } = tb;
     const n = ctx.names;
     const worker = spawnWorker(tb.env, ['--worker-id', 'w1', '--tags', 'linux', '--slots', '2']);
     await eventually(() => ctx.loop.projection.workers.get('w1')?.snapshot.value === 'Active', {
       timeoutMs: 15_000,
     });
-    const client = new SonarClient(nc, { prefix: n.prefix });
+    const client = new SonarClient(nats.nc, { prefix: n.prefix });
     const succeeded = (runId: string, count: number) => () =>
       [...ctx.loop.projection.tasks.values()].filter(
         (t) => t.snapshot.context.spec.runId === runId && t.snapshot.value === 'Succeeded',
@@ -135,7 +127,7 @@ describe('a dispatch consumer deleted under a joined worker', () => {
     await eventually(succeeded('r1', 2), { timeoutMs: 20_000 });
 
     // What the sweep does to a tag nobody advertised for a day, racing this worker's join.
-    const jsm = await jetstreamManager(nc);
+    const jsm = await jetstreamManager(nats.nc);
     expect(await jsm.consumers.delete(n.streams.dispatch, n.consumers.dispatch('linux'))).toBe(
       true,
     );

@@ -1,15 +1,12 @@
 import { jetstream } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
-import { connect } from '@nats-io/transport-node';
-import type { NatsConnection } from '@nats-io/transport-node';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { isApiError } from '../../src/worker/api-client.js';
 import { dispatchTask } from '../../src/backend/reconciler/dispatch.js';
 import { SonarClient } from '../../src/client/client.js';
 import type { DispatchMessage } from '../../src/protocol.js';
 import { ApiClient } from '../../src/worker/api-client.js';
-import { startNatsServer } from '../helpers/nats-server.js';
-import type { NatsServer } from '../helpers/nats-server.js';
+import { serverPerFile } from '../helpers/server-per-file.js';
 import { eventually } from '../helpers/eventually.js';
 import { runFileOf, startTestBackend, taskOf } from '../helpers/worker-fixtures.js';
 import type { TestBackend } from '../helpers/worker-fixtures.js';
@@ -18,30 +15,21 @@ import type { TestBackend } from '../helpers/worker-fixtures.js';
 // subject and may act only as itself. (The permissions that keep a worker on its own
 // subject are shown in the secure-mode tests.)
 
-let server: NatsServer;
-let nc: NatsConnection;
+const nats = serverPerFile();
 let tb: TestBackend | undefined;
 
-beforeAll(async () => {
-  server = await startNatsServer();
-  nc = await connect({ servers: server.url });
-});
 afterEach(async () => {
   await tb?.stop();
   tb = undefined;
-});
-afterAll(async () => {
-  await nc?.close();
-  await server?.stop();
 });
 
 const join = (workerId: string) => ({ workerId, host: 'h', tags: ['a'], slots: 1 });
 
 async function world() {
-  tb = await startTestBackend(server.url, nc);
+  tb = await startTestBackend(nats.server.url, nats.nc);
   const n = tb.ctx.names;
   const as = (workerId: string) =>
-    new ApiClient(nc, n, {
+    new ApiClient(nats.nc, n, {
       retryForMs: 0,
       subject: (verb) => n.subjects.workerApi(workerId, verb),
     });
@@ -74,11 +62,11 @@ describe('a worker acts under its own id only', () => {
 
   it('refuses a start of another tag, and a result for an attempt another worker holds, even with its token', async () => {
     const { as, ctx, n } = await world();
-    await new SonarClient(nc, { prefix: n.prefix }).submit(
+    await new SonarClient(nats.nc, { prefix: n.prefix }).submit(
       runFileOf('r1', [{ id: 's1', tags: ['a'], count: 1 }]),
     );
     await dispatchTask(ctx, 'r1.t0', 'a');
-    const consumer = await jetstream(nc).consumers.get(
+    const consumer = await jetstream(nats.nc).consumers.get(
       n.streams.dispatch,
       n.consumers.dispatch('a'),
     );
@@ -114,14 +102,14 @@ describe('a worker acts under its own id only', () => {
 
   it('answers renew only on the worker own subject', async () => {
     const { n } = await world();
-    const shared = new ApiClient(nc, n, { retryForMs: 0 });
+    const shared = new ApiClient(nats.nc, n, { retryForMs: 0 });
     const publicKey = 'UDVPD2BGZCODEIBX5DJAQZFKRNTG2RRCVULITRXT4PBTP6DFA4Y5JEVG';
     expect(await refusal(shared.request('renew', { workerId: 'w1', publicKey }))).toBe('forbidden');
   });
 
   it('ignores a registry entry whose value names another worker than its key', async () => {
     const { ctx, n } = await world();
-    const kv = await new Kvm(nc).open(n.buckets.workers);
+    const kv = await new Kvm(nats.nc).open(n.buckets.workers);
     const forged = {
       workerId: 'w1',
       host: 'h',
@@ -141,7 +129,7 @@ describe('a worker acts under its own id only', () => {
 describe('revoke', () => {
   it('declares the worker Lost at once and refuses it from then on', async () => {
     const { as, ctx, n } = await world();
-    const ops = new ApiClient(nc, n, { retryForMs: 0 });
+    const ops = new ApiClient(nats.nc, n, { retryForMs: 0 });
     const reply = await ops.request('revoke', { workerId: 'w1' });
     // Open mode: no credential to push a revocation of.
     expect(reply).toEqual({ workerId: 'w1', revoked: true, pushed: false });

@@ -1,8 +1,6 @@
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { connect } from '@nats-io/transport-node';
-import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { EventRecord } from '../../actors/projection.js';
 import { SonarClient } from '../../src/client/client.js';
@@ -10,8 +8,7 @@ import type { RunFile } from '../../src/protocol.js';
 import { loseVanishedWorkers } from '../../src/backend/sweep/lost-workers.js';
 import { ApiClient } from '../../src/worker/api-client.js';
 import { eventually } from '../helpers/eventually.js';
-import { startNatsServer } from '../helpers/nats-server.js';
-import type { NatsServer } from '../helpers/nats-server.js';
+import { serverPerFile } from '../helpers/server-per-file.js';
 import {
   dispatchRun,
   eventsOf,
@@ -22,14 +19,11 @@ import {
 } from '../helpers/worker-fixtures.js';
 import type { TestBackend, WorkerProcess } from '../helpers/worker-fixtures.js';
 
-let server: NatsServer;
-let nc: NatsConnection;
+const nats = serverPerFile();
 let tb: TestBackend | undefined;
 let dir: string;
 
 beforeAll(async () => {
-  server = await startNatsServer();
-  nc = await connect({ servers: server.url });
   dir = await mkdtemp(join(tmpdir(), 'sonar-worker-'));
 });
 afterEach(async () => {
@@ -38,15 +32,13 @@ afterEach(async () => {
   tb = undefined;
 });
 afterAll(async () => {
-  await nc?.close();
-  await server?.stop();
   await rm(dir, { recursive: true, force: true });
 });
 
 async function world(env: Record<string, string> = {}) {
-  tb = await startTestBackend(server.url, nc, env);
+  tb = await startTestBackend(nats.server.url, nats.nc, env);
   const { ctx } = tb;
-  const client = new SonarClient(nc, { prefix: ctx.names.prefix });
+  const client = new SonarClient(nats.nc, { prefix: ctx.names.prefix });
   const worker = (id: string, args: string[], extraEnv: Record<string, string> = {}) =>
     spawnWorker(tb!.env, ['--worker-id', id, ...args], extraEnv);
   const joined = (id: string) =>
@@ -383,7 +375,7 @@ describe('sonar worker', () => {
     await tb!.stop();
     // A browned-out backend: every request is answered, with `unavailable`.
     let starts = 0;
-    const brownOut = nc.subscribe(ctx.names.subjects.apiAll, {
+    const brownOut = nats.nc.subscribe(ctx.names.subjects.apiAll, {
       callback: (_err, m) => {
         if (m.subject.endsWith('.start')) starts++;
         m.respond(JSON.stringify({ error: { code: 'unavailable', message: 'brown-out' } }));
@@ -396,7 +388,7 @@ describe('sonar worker', () => {
     });
     expect(starts).toBeGreaterThan(0);
     brownOut.unsubscribe();
-    tb = await startTestBackend(server.url, nc, { SONAR_PREFIX: prefix });
+    tb = await startTestBackend(nats.server.url, nats.nc, { SONAR_PREFIX: prefix });
     const started = tb;
     await eventually(
       async () =>
@@ -412,7 +404,7 @@ describe('sonar worker', () => {
     const { ctx, client, worker, joined } = await world();
     const w = worker('w1', ['--tags', 'a', '--slots', '1']);
     await joined('w1');
-    await new ApiClient(nc, ctx.names).request('exited', { workerId: 'w1' });
+    await new ApiClient(nats.nc, ctx.names).request('exited', { workerId: 'w1' });
     await client.submit({
       runId: 'r1',
       steps: [{ id: 's', tags: ['a'], tasks: [{ id: 't', command: ['true'] }] }],

@@ -1,8 +1,6 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
-import { connect } from '@nats-io/transport-node';
-import type { NatsConnection } from '@nats-io/transport-node';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { SonarClient } from '../../src/client/client.js';
 import { createOutputStore } from '../../src/storage/create-output-store.js';
 import { IllegalStateError, NonRetryableError } from '../../src/worker/errors.js';
@@ -12,8 +10,7 @@ import type { Worker } from '../../src/worker/worker.js';
 import { ApiClient } from '../../src/worker/api-client.js';
 import { ensureDispatchConsumer } from '../../streams/provision.js';
 import { eventually } from '../helpers/eventually.js';
-import { startNatsServer } from '../helpers/nats-server.js';
-import type { NatsServer } from '../helpers/nats-server.js';
+import { serverPerFile } from '../helpers/server-per-file.js';
 import {
   dispatchRun,
   eventsOf,
@@ -24,15 +21,10 @@ import {
 import type { TestBackend } from '../helpers/worker-fixtures.js';
 import { freshTopology } from '../helpers/topology.js';
 
-let server: NatsServer;
-let nc: NatsConnection;
+const nats = serverPerFile();
 let tb: TestBackend | undefined;
 const workers: Worker[] = [];
 
-beforeAll(async () => {
-  server = await startNatsServer();
-  nc = await connect({ servers: server.url });
-});
 afterEach(async () => {
   for (const w of workers.splice(0)) {
     if (w.state === 'Running' || w.state === 'Draining') await w.drain().catch(() => {});
@@ -40,19 +32,15 @@ afterEach(async () => {
   await tb?.stop();
   tb = undefined;
 });
-afterAll(async () => {
-  await nc?.close();
-  await server?.stop();
-});
 
 async function world() {
-  tb = await startTestBackend(server.url, nc);
+  tb = await startTestBackend(nats.server.url, nats.nc);
   const { ctx } = tb;
-  const client = new SonarClient(nc, { prefix: ctx.names.prefix });
+  const client = new SonarClient(nats.nc, { prefix: ctx.names.prefix });
   const start = async (opts: Partial<WorkerOptions> & { handler: TaskHandler }) => {
     const w = createWorker({
       tags: ['a'],
-      nc,
+      nc: nats.nc,
       prefix: ctx.names.prefix,
       drainGraceMs: '2s',
       killGraceMs: '500ms',
@@ -135,7 +123,7 @@ describe('createWorker', () => {
     );
     const ref = `r1/t0/${d0!.attemptId}`;
     expect(accepted?.data).toMatchObject({ outputRef: ref, outputBytes: big.length });
-    const store = await createOutputStore(nc, tb!.config);
+    const store = await createOutputStore(nats.nc, tb!.config);
     expect(Buffer.from((await store.get(ref))!).toString()).toBe(big);
     await eventually(() => taskOf(ctx, 'r1', 't1').value === 'Failed');
     expect(taskOf(ctx, 'r1', 't1').context.error).toMatch(
@@ -186,9 +174,12 @@ describe('createWorker', () => {
   it('terminates a dispatch message it cannot parse, and goes on', async () => {
     const { ctx, client, start } = await world();
     const w = await start({ handler: () => 'ok' });
-    await jetstream(nc).publish(ctx.names.subjects.dispatch('a'), 'not json');
-    await jetstream(nc).publish(ctx.names.subjects.dispatch('a'), JSON.stringify({ runId: 'r1' }));
-    const jsm = await jetstreamManager(nc);
+    await jetstream(nats.nc).publish(ctx.names.subjects.dispatch('a'), 'not json');
+    await jetstream(nats.nc).publish(
+      ctx.names.subjects.dispatch('a'),
+      JSON.stringify({ runId: 'r1' }),
+    );
+    const jsm = await jetstreamManager(nats.nc);
     await eventually(async () => {
       const info = await jsm.consumers.info(ctx.names.streams.dispatch, 'dispatch_a');
       return info.num_pending === 0 && info.num_ack_pending === 0;
@@ -215,7 +206,7 @@ describe('createWorker', () => {
     const { ctx, client, start } = await world();
     await client.submit(runFileOf('r1', [{ id: 's', tags: ['a'], count: 1 }]));
     const w = await start({ handler: () => 'ok' });
-    await new ApiClient(nc, ctx.names).request('exited', { workerId: w.workerId });
+    await new ApiClient(nats.nc, ctx.names).request('exited', { workerId: w.workerId });
     await dispatchRun(ctx, 'r1');
     await expect(w.done).rejects.toMatchObject({ code: 'conflict' });
     expect(w.state).toBe('Failed');
@@ -225,9 +216,9 @@ describe('createWorker', () => {
 
   it('joins again when its consumer is gone just after join answered, then binds', async () => {
     // No backend: this test answers the API, so that the consumer can be missing on purpose.
-    const n = await freshTopology(nc);
+    const n = await freshTopology(nats.nc);
     const joins: unknown[] = [];
-    const api = nc.subscribe(n.subjects.apiAll, {
+    const api = nats.nc.subscribe(n.subjects.apiAll, {
       callback: (_e, m) => {
         void (async (): Promise<void> => {
           // The last token: workers ask on their own subject, <prefix>.api.w.<id>.<verb>.
@@ -238,7 +229,8 @@ describe('createWorker', () => {
           }
           joins.push(m.json());
           // The first join answers with the consumer already deleted (the sweep raced it).
-          if (joins.length > 1) await ensureDispatchConsumer(await jetstreamManager(nc), n, 'a');
+          if (joins.length > 1)
+            await ensureDispatchConsumer(await jetstreamManager(nats.nc), n, 'a');
           m.respond(
             JSON.stringify({
               ok: {
@@ -252,10 +244,10 @@ describe('createWorker', () => {
         })();
       },
     });
-    await nc.flush();
+    await nats.nc.flush();
     const w = createWorker({
       tags: ['a'],
-      nc,
+      nc: nats.nc,
       prefix: n.prefix,
       handler: () => 'ok',
       drainGraceMs: '0s',
