@@ -1,0 +1,307 @@
+import type { JsMsg } from '@nats-io/jetstream';
+import { ErrorCode } from '../../actors/errors.js';
+import { outputSizeProblem } from '../limits.js';
+import type { Logger } from '../log.js';
+import { cancelControlSchema, dispatchMessageSchema } from '../protocol.js';
+import type { DispatchMessage } from '../protocol.js';
+import { isApiError } from './api-client.js';
+import type { ApiClient } from './api-client.js';
+import { CommandFailedError, isNonRetryableError } from './errors.js';
+import { runHandler } from './handler-run.js';
+import type { Outcome } from './handler-run.js';
+import type { HandlerContext, ResolvedWorkerOptions } from './options.js';
+import { packOutput, toBytes } from './task-output.js';
+import type { ResultOutput } from './task-output.js';
+
+/** Why a running task was stopped early; each ends in a different report (or none). */
+type StopReason = 'timeout' | 'cancel' | 'release' | 'lost';
+
+interface RunningTask {
+  key: string;
+  dispatch: DispatchMessage;
+  ac: AbortController;
+  why: StopReason | null;
+}
+
+/** A dispatch message that cannot be started now goes back after this delay. */
+export const NAK_DELAY_MS = 1_000;
+/**
+ * Results and failures are retried for as long as the worker lives: a backend or NATS
+ * outage is waited out, and the finished work is not thrown away (giving up would leave the
+ * task to be taken back and run again).
+ */
+const REPORT_RETRY_MS = Infinity;
+/** Drain, release and leave are retried this long: the reconciler covers a lost one. */
+export const GOODBYE_RETRY_MS = 10_000;
+const MAX_ERROR_CHARS = 8 * 1024;
+
+/** What a {@link TaskExecution} needs of its worker. */
+export interface TaskExecutionParts {
+  workerId: string;
+  opts: Pick<ResolvedWorkerOptions, 'handler' | 'killGraceMs' | 'maxOutputBytes'>;
+  log: Logger;
+  api: ApiClient;
+  /** Aborted when the worker ends: its requests stop being retried. */
+  signal: AbortSignal;
+  /** Puts an output too large to travel inline where the backend finds it; gives its ref. */
+  upload(d: DispatchMessage, bytes: Uint8Array): Promise<string>;
+  /** An upload failed: the store is opened afresh next time. */
+  uploadFailed(): void;
+  /** Whether pulled messages may be started now. */
+  accepting(): boolean;
+  /** Whether a task that starts now is handed back at once. */
+  releasing(): boolean;
+  /** The backend answered `conflict`: this worker is Lost or Left. */
+  conflict(err: unknown): Promise<void>;
+}
+
+/**
+ * The tasks of one worker, from a pulled dispatch message to its report (DESIGN.md section
+ * 6, steps 4 to 7): `start` (the message is acked only once it answered), the handler under
+ * the step's timeout, then `result`, `fail` or `release`. Cancels and the drain stop tasks
+ * through their abort signal; each stop reason ends in its own report, or none.
+ */
+export class TaskExecution {
+  private readonly tasks = new Map<string, RunningTask>();
+  /**
+   * Tasks whose `start` is in flight. Pulses list them with the running ones: the backend may
+   * have started the task already, and a task its live worker does not list is taken back
+   * (actors/reconciler/recovery.ts, givenBack).
+   */
+  private readonly starting = new Set<string>();
+  /** Messages between pull and report: the drain waits for these. */
+  private handling = 0;
+  private idleWaiters: (() => void)[] = [];
+
+  constructor(private readonly parts: TaskExecutionParts) {}
+
+  /** Tasks started and not yet reported. */
+  get running(): number {
+    return this.tasks.size;
+  }
+
+  /** Whether any pulled message is not reported yet. */
+  get busy(): boolean {
+    return this.handling > 0;
+  }
+
+  /** `runId.taskId` of every task held, starting or running: what a pulse lists. */
+  held(): string[] {
+    return [...this.starting, ...this.tasks.keys()];
+  }
+
+  /** Resolves once every pulled message is reported. */
+  idle(): Promise<void> {
+    if (this.handling === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  /** Takes one pulled message to its end; never rejects. */
+  async handle(m: JsMsg): Promise<void> {
+    this.handling++;
+    try {
+      await this.handleMessage(m);
+    } finally {
+      this.handling--;
+      if (this.handling === 0) for (const w of this.idleWaiters.splice(0)) w();
+    }
+  }
+
+  /** Hands back every running task (the drain deadline came). */
+  releaseAll(): Promise<void> {
+    return Promise.all([...this.tasks.values()].map((t) => this.release(t))).then(() => {});
+  }
+
+  /** Stops every running task unreported: the worker failed, the reconciler recovers them. */
+  abandonAll(): void {
+    for (const t of this.tasks.values()) this.stopTask(t, 'lost');
+  }
+
+  /** A cancel broadcast: stops the matching running tasks. */
+  onCancel(data: Uint8Array): void {
+    let raw: unknown;
+    try {
+      raw = JSON.parse(new TextDecoder().decode(data));
+    } catch {
+      return;
+    }
+    const c = cancelControlSchema.safeParse(raw);
+    if (!c.success) return;
+    for (const task of this.tasks.values()) {
+      const d = task.dispatch;
+      if (d.runId === c.data.runId && (c.data.taskId === undefined || c.data.taskId === d.taskId)) {
+        this.stopTask(task, 'cancel');
+      }
+    }
+  }
+
+  private async handleMessage(m: JsMsg): Promise<void> {
+    const { api, log } = this.parts;
+    let raw: unknown;
+    try {
+      raw = m.json();
+    } catch {
+      raw = undefined;
+    }
+    const parsed = dispatchMessageSchema.safeParse(raw);
+    if (!parsed.success) {
+      // No argument: on 2.9 term("reason") is redelivered (NATS-2.9.md).
+      m.term();
+      log.warn('dispatch message not understood: terminated', { seq: m.seq });
+      return;
+    }
+    if (!this.parts.accepting()) {
+      m.nak();
+      return;
+    }
+    const d = parsed.data;
+    const key = `${d.runId}.${d.taskId}`;
+    this.starting.add(key);
+    try {
+      await api.request('start', this.credsOf(d), { signal: this.parts.signal });
+    } catch (err: unknown) {
+      this.starting.delete(key);
+      if (isApiError(err, ErrorCode.Conflict)) {
+        m.nak();
+        await this.parts.conflict(err);
+      } else if (isApiError(err) && err.code !== ErrorCode.Unavailable) {
+        // Stale, forged, cancelled...: this message will never be startable.
+        m.term();
+        log.warn('task dropped', { runId: d.runId, taskId: d.taskId, err });
+      } else {
+        // Unanswered, or `unavailable` after every retry (a backend brown-out): the message
+        // is the task's only trace, so it goes back for a later delivery (DESIGN.md section 6).
+        m.nak(NAK_DELAY_MS);
+        log.warn('start not carried out: message given back', { taskId: d.taskId, err });
+      }
+      return;
+    }
+    // Ack only once start has answered: until then the message is the task's only trace.
+    await m.ackAck().catch((err: unknown) => log.debug('ack not confirmed', { err }));
+    const task: RunningTask = { key, dispatch: d, ac: new AbortController(), why: null };
+    this.tasks.set(task.key, task);
+    this.starting.delete(key);
+    try {
+      if (this.parts.releasing()) await this.release(task);
+      else await this.report(task, await this.execute(task));
+    } finally {
+      this.tasks.delete(task.key);
+    }
+  }
+
+  /** Runs the handler, bounded by the step's timeout and by abandonment after an abort. */
+  private async execute(task: RunningTask): Promise<Outcome> {
+    const d = task.dispatch;
+    const { handler, killGraceMs } = this.parts.opts;
+    const timer =
+      d.timeoutMs === undefined
+        ? undefined
+        : setTimeout(() => this.stopTask(task, 'timeout'), d.timeoutMs);
+    const ctx: HandlerContext = {
+      signal: task.ac.signal,
+      runId: d.runId,
+      stepId: d.stepId,
+      taskId: d.taskId,
+      attempt: d.attempt,
+      attemptId: d.attemptId,
+      ...(d.command !== undefined && { command: d.command }),
+    };
+    try {
+      return await runHandler(handler, d.input, ctx, killGraceMs + 1_000);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  private stopTask(task: RunningTask, why: StopReason): void {
+    if (task.why !== null) return;
+    task.why = why;
+    task.ac.abort(why);
+  }
+
+  private credsOf(d: DispatchMessage) {
+    return {
+      runId: d.runId,
+      taskId: d.taskId,
+      attemptId: d.attemptId,
+      token: d.token,
+      workerId: this.parts.workerId,
+    };
+  }
+
+  private async report(task: RunningTask, outcome: Outcome): Promise<void> {
+    const d = task.dispatch;
+    switch (task.why) {
+      case 'cancel':
+        this.parts.log.info('task cancelled', { runId: d.runId, taskId: d.taskId });
+        return;
+      case 'release':
+      case 'lost':
+        return;
+      case 'timeout': {
+        const exitCode = outcome.ok ? -1 : exitCodeOf(outcome.error);
+        return this.fail(task, exitCode, `timed out after ${d.timeoutMs} ms`, true);
+      }
+      case null:
+        break;
+    }
+    if (!outcome.ok) {
+      const err = outcome.error;
+      const message = err instanceof Error ? err.message : String(err);
+      const retryable =
+        !isNonRetryableError(err) && !(err instanceof CommandFailedError && !err.retryable);
+      return this.fail(task, exitCodeOf(err), message, retryable);
+    }
+    const bytes = toBytes(outcome.value);
+    const tooBig = outputSizeProblem(bytes.byteLength, this.parts.opts.maxOutputBytes);
+    if (tooBig !== null) return this.fail(task, -1, `output ${tooBig}`, false);
+    let output: ResultOutput;
+    try {
+      output = await packOutput(bytes, (b) => this.parts.upload(d, b));
+    } catch (err: unknown) {
+      this.parts.uploadFailed();
+      const why = err instanceof Error ? err.message : String(err);
+      return this.fail(task, -1, `output upload failed: ${why}`, true);
+    }
+    await this.send('result', { ...this.credsOf(d), output }, REPORT_RETRY_MS);
+  }
+
+  private fail(task: RunningTask, exitCode: number, error: string, retryable: boolean) {
+    return this.send(
+      'fail',
+      {
+        ...this.credsOf(task.dispatch),
+        exitCode,
+        error: error.slice(-MAX_ERROR_CHARS),
+        retryable,
+      },
+      REPORT_RETRY_MS,
+    );
+  }
+
+  private release(task: RunningTask): Promise<void> {
+    this.stopTask(task, 'release');
+    return this.send('release', this.credsOf(task.dispatch), GOODBYE_RETRY_MS);
+  }
+
+  /** Sends a report; a refusal is logged (the task moved on), `conflict` fails the worker. */
+  private async send(
+    verb: 'result' | 'fail' | 'release',
+    body: Parameters<ApiClient['request']>[1],
+    retryForMs: number,
+  ): Promise<void> {
+    const b = body as { runId: string; taskId: string };
+    const { api, log, signal } = this.parts;
+    try {
+      await api.request(verb, body as never, { retryForMs, signal });
+      log.debug(`task ${verb} sent`, { runId: b.runId, taskId: b.taskId });
+    } catch (err: unknown) {
+      if (isApiError(err, ErrorCode.Conflict)) await this.parts.conflict(err);
+      else log.warn(`${verb} refused or unanswered`, { runId: b.runId, taskId: b.taskId, err });
+    }
+  }
+}
+
+function exitCodeOf(err: unknown): number {
+  return err instanceof CommandFailedError ? err.exitCode : -1;
+}
