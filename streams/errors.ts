@@ -72,3 +72,7 @@ export const NO_PLACEMENT_API_CODE = 10005;
  */
 export const isNoPlacementApiError = (err: unknown): err is JetStreamApiError =>
   err instanceof JetStreamApiError && err.code === NO_PLACEMENT_API_CODE;
+
+/** JetStream answered "stream not found". */
+export const isStreamNotFoundApiError = (err: unknown): err is JetStreamApiError =>
+  err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamNotFound;

@@ -56,6 +56,14 @@ export interface PlanConfig {
    * (`sonar plan`, the sweep).
    */
   steadyContactMs?: number;
+  /**
+   * The dispatch consumer's ack_wait, read with {@link PlanConfig.steadyContactMs}. A task
+   * Published before steady contact began may have its message in doubt: delivered to a
+   * worker that lost it in the break, or restored pending by a restarted server. The server
+   * hands it out again only once ack_wait passes, so such a task's wait counts from ack_wait
+   * into steady contact: the publish timeout never races the redelivery.
+   */
+  dispatchAckWaitMs?: number;
 }
 
 export const DEFAULT_PLAN_CONFIG: Readonly<PlanConfig> = {

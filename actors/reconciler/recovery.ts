@@ -89,7 +89,9 @@ export function judgeRecoveries(
   const out: Recovery[] = [];
   for (const key of p.tasksByState.Published) {
     const task = p.tasks.get(key)!.snapshot;
-    const waited = Math.min(ageOf(task.context.since, now), config.steadyContactMs ?? Infinity);
+    const age = ageOf(task.context.since, now);
+    const steady = config.steadyContactMs ?? Infinity;
+    const waited = age <= steady ? age : steady - (config.dispatchAckWaitMs ?? 0);
     // Not counted: the task may just have waited behind long tasks.
     if (waited > config.publishTimeoutMs) {
       out.push({ task: key, dead: false, reason: 'publish-timeout' });

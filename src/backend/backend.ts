@@ -102,7 +102,11 @@ export class Backend {
     const changed = changes.filter((c) => c.action !== 'unchanged');
     if (changed.length > 0) log.info('topology provisioned', { changes: changed });
     for (const c of changed) if (c.note) log.warn('topology setting adjusted', { ...c });
-    await checkDurability(nc, jsm, n, { strictDurability: opts.strictDurability, log });
+    // Reads every stream just provisioned, so it may meet the same not-yet-applied stream.
+    await whenPlaceable(
+      () => checkDurability(nc, jsm, n, { strictDurability: opts.strictDurability, log }),
+      { replicas: config.replicas, log },
+    );
     const store = new EventStore(nc, n);
     const loop = new ProjectionLoop(store, log.child({ component: 'projection' }));
     const contact = new ServerContact(nc, jsm, log.child({ component: 'contact' }));

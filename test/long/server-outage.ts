@@ -47,7 +47,9 @@ export async function serverOutage(s: OutageScenario): Promise<void> {
       // On this shared machine a stall of a few seconds (the load, or the client library's
       // backoff after the server's restart) outlasts the chaos tier's 5 s publish timeout,
       // and tasks requeued for that would hide any requeued because of the outage itself: a
-      // minute is longer than any stall, and shorter than the 120 s outage.
+      // minute is longer than any stall, and shorter than the 120 s outage. (Tasks the break
+      // caught Published wait a further ack_wait for their message's redelivery: see
+      // PlanConfig.dispatchAckWaitMs.)
       SONAR_PUBLISH_TIMEOUT: '60s',
       // Twice the slots in flight: the outage catches tasks Published, waiting for a slot,
       // and they must wait it out without being requeued.

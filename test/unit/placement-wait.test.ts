@@ -26,6 +26,19 @@ describe('whenPlaceable', () => {
     expect(pauses).toEqual([...pauses].sort((a, b) => a - b));
   });
 
+  it('retries "stream not found": a stream just created, not yet applied on every server', async () => {
+    let calls = 0;
+    const result = await whenPlaceable(
+      () => {
+        if (++calls <= 2) return Promise.reject(apiError(10059, 'stream not found'));
+        return Promise.resolve('provisioned');
+      },
+      { replicas: 1, log, sleep: () => Promise.resolve() },
+    );
+    expect(result).toBe('provisioned');
+    expect(calls).toBe(3);
+  });
+
   it('throws any other error at once', async () => {
     let calls = 0;
     const refused = whenPlaceable(

@@ -172,6 +172,24 @@ describe('plan', () => {
         { task: 'r1.s1-0', reason: 'publish-timeout' },
       ]);
     });
+
+    it('and, for a task Published before the break, from the redelivery of its message', () => {
+      const w = oneStep();
+      w.publish('r1.s1-0');
+      const timeout = config().publishTimeoutMs;
+      const ackWait = 60_000;
+      // Its message may be pending with a worker that lost it: the server hands it out again
+      // only ack_wait into the contact, and the timeout counts from there.
+      const atRedelivery = config({ steadyContactMs: timeout + 1, dispatchAckWaitMs: ackWait });
+      expect(plan(w.p, [], ms(HOUR), atRedelivery).requeue).toEqual([]);
+      const after = config({ steadyContactMs: ackWait + timeout + 1, dispatchAckWaitMs: ackWait });
+      expect(plan(w.p, [], ms(HOUR), after).requeue).toHaveLength(1);
+      // A task Published during the steady contact counts from its publish, as ever.
+      const fresh = oneStep();
+      fresh.publish('r1.s1-0');
+      const during = config({ steadyContactMs: 2 * timeout, dispatchAckWaitMs: ackWait });
+      expect(plan(fresh.p, [], ms(0) + timeout + 1, during).requeue).toHaveLength(1);
+    });
   });
 
   describe('recovery limit (rule 3)', () => {

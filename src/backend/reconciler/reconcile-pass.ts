@@ -12,6 +12,7 @@ import type { Logger } from '../../log.js';
 import { fenceOff } from '../sweep/index.js';
 import type { BackendContext } from '../context.js';
 import type { DecisionOutcome, DecisionWriter } from '../projection/index.js';
+import { DISPATCH_ACK_WAIT_MS } from '../../../streams/topology.js';
 import { inParallel } from '../in-parallel.js';
 import { reenqueueLostFinalizations } from './lost-finalizations.js';
 
@@ -33,7 +34,10 @@ export function planConfigOf(
     batch: config.dispatchBatch,
     pulseTtlMs: config.pulseTtlMs,
     ageFloorPassed,
-    ...(steadyContactMs !== undefined && { steadyContactMs }),
+    ...(steadyContactMs !== undefined && {
+      steadyContactMs,
+      dispatchAckWaitMs: DISPATCH_ACK_WAIT_MS,
+    }),
   };
 }
 
