@@ -3,6 +3,9 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     globals: false,
+    // Builds dist/ when it is stale: the tests import the sources, but the processes they
+    // spawn run bin/sonar.js, which loads dist/ (scripts/ensure-build.mjs).
+    globalSetup: ['scripts/ensure-build.mjs'],
     projects: [
       { test: { name: 'unit', include: ['test/unit/**/*.test.ts'] } },
       { test: { name: 'replay', include: ['test/replay/**/*.test.ts'] } },

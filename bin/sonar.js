@@ -6,9 +6,21 @@
 // several times under a burst of garbage, as a 100k-task submit is): the backend's RSS at
 // 100k Pending tasks falls from ~430 to ~290 MB for ~5% more CPU at saturation, and replay
 // speed is unchanged (bench/e2e.ts, README.md benchmark section).
-// Runs the TypeScript CLI straight from source through tsx, so `npx sonar` works right
-// after `npm ci` with no build step.
-import { register } from 'tsx/esm/api';
+// deploy/Dockerfile's ENTRYPOINT passes the same flags (test/integration/package-install.test.ts
+// checks that they agree).
+// Runs the compiled CLI from dist/ (`npm run build`; `npm start` and `npm test` build it when
+// it is missing or stale): plain Node, no TypeScript loader.
+import { fileURLToPath } from 'node:url';
 
-register();
-await import('../src/cli/main.ts');
+const main = new URL('../dist/src/cli/main.js', import.meta.url);
+try {
+  await import(main.href);
+} catch (err) {
+  // Only dist/ missing is explained here; any other failure (a missing dependency, an error
+  // at load) is thrown as it is.
+  if (err?.code !== 'ERR_MODULE_NOT_FOUND' || !String(err.message).includes(fileURLToPath(main))) {
+    throw err;
+  }
+  process.stderr.write('sonar: dist/ is not built: run `npm run build` (or `npm start`)\n');
+  process.exit(1);
+}

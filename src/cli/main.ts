@@ -18,11 +18,13 @@ import { registerSweep } from './commands/sweep.js';
 import { registerCreds } from './commands/creds.js';
 import { HELP_FOOTER } from './help.js';
 import { reportError } from '../display/output.js';
+import { packageVersion } from '../package-info.js';
 
 /** `sonar <verb>` (DESIGN.md section 8): one file per verb under commands/. */
 export function buildProgram(): Command {
   const program = new Command('sonar')
     .description('Sonar: tasks for fleets of disposable workers, on NATS JetStream')
+    .version(packageVersion(), '-V, --version', 'print the version and exit')
     .showHelpAfterError()
     .exitOverride();
   registerReplay(program);

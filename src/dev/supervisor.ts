@@ -2,16 +2,14 @@ import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { closeSync } from 'node:fs';
 import { hostname } from 'node:os';
-import { fileURLToPath } from 'node:url';
 import { isSonarError, ErrorCode } from '../../actors/errors.js';
 import { hostToken, newId } from '../ids.js';
 import type { Logger } from '../log.js';
 import { silentLogger } from '../log.js';
 import type { ApiClient } from '../worker/api-client.js';
 import { processEnvironment } from '../config.js';
-
-/** `bin/sonar.js`: children run the same CLI as the supervisor. */
-export const SONAR_BIN = fileURLToPath(new URL('../../bin/sonar.js', import.meta.url));
+// `bin/sonar.js`: children run the same CLI as the supervisor.
+import { SONAR_BIN } from '../package-info.js';
 
 /** One supervised worker slot: the supervisor keeps exactly one child running per spec. */
 export interface WorkerSpec {

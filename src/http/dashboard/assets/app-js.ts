@@ -1,26 +1,38 @@
-import { readFileSync } from 'node:fs';
-import { transformSync } from 'esbuild';
+import { existsSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import type { transformSync } from 'esbuild';
 import { asset } from './asset.js';
 import type { Asset } from './asset.js';
 
+/** esbuild's options for the dashboard script; scripts/build.mjs prebuilds with the same. */
+export const APP_JS_OPTIONS = {
+  loader: 'ts',
+  format: 'iife',
+  target: 'es2020',
+  sourcefile: 'app.ts',
+} as const;
+
 /**
  * The dashboard's only script (`../browser/app.ts`, type-checked against the DOM and linted
- * like the rest), transpiled on the first request for it: the server runs from its
- * TypeScript sources, so there is no build step to ship a bundle from, and a process that
- * serves no dashboard (a worker, a CLI verb) never starts esbuild. Served as `/assets/app.js`.
+ * like the rest), served as `/assets/app.js`, read on the first request for it. The package
+ * (dist/) ships it prebuilt by `npm run build` as `../browser/app.js`; run from the sources
+ * (the tests), there is no such file and it is transpiled here with esbuild, a dev
+ * dependency, loaded only then: a process that serves no dashboard never starts esbuild.
  */
 let made: Asset | undefined;
 
 export function appJs(): Asset {
   if (made === undefined) {
-    const source = readFileSync(new URL('../browser/app.ts', import.meta.url), 'utf8');
-    const { code } = transformSync(source, {
-      loader: 'ts',
-      format: 'iife',
-      target: 'es2020',
-      sourcefile: 'app.ts',
-    });
-    made = asset(code);
+    const prebuilt = new URL('../browser/app.js', import.meta.url);
+    if (existsSync(prebuilt)) {
+      made = asset(readFileSync(prebuilt, 'utf8'));
+    } else {
+      const esbuild = createRequire(import.meta.url)('esbuild') as {
+        transformSync: typeof transformSync;
+      };
+      const source = readFileSync(new URL('../browser/app.ts', import.meta.url), 'utf8');
+      made = asset(esbuild.transformSync(source, APP_JS_OPTIONS).code);
+    }
   }
   return made;
 }

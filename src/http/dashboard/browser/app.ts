@@ -1,6 +1,7 @@
 /**
- * The dashboard's only script, served as `/assets/app.js` (transpiled at server start, see
- * ../assets/app-js.ts). What it does:
+ * The dashboard's only script, served as `/assets/app.js` (prebuilt into dist/ by `npm run
+ * build`, or transpiled on first request when run from the sources: ../assets/app-js.ts).
+ * What it does:
  * - subscribes to the page's SSE stream (`data-stream` on <body>);
  * - `change` notices: re-fetches the page's <main> (header `X-Sonar-Fragment: 1`), at most
  *   every 500 ms and never two at once;
