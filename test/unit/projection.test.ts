@@ -37,6 +37,12 @@ import {
 const record = (seq: number, subj: string, event: SonarEvent): EventRecord =>
   line(seq, subj, event);
 
+/** Workers w1, w2 and w3 joining at seq 1, 2 and 3. */
+const threeWorkersJoined = (): EventRecord[] =>
+  ['w1', 'w2', 'w3'].map((id, i) =>
+    record(i + 1, subject.worker(id), workerJoined({ workerId: id })),
+  );
+
 /** Applies records that must all be accepted. */
 function applyAll(p: Projection, records: EventRecord[]): void {
   for (const r of records) {
@@ -560,9 +566,7 @@ describe('projection', () => {
     it('workersInService holds Active and Draining workers in join order', () => {
       const p = createProjection();
       applyAll(p, [
-        record(1, subject.worker('w1'), workerJoined({ workerId: 'w1' })),
-        record(2, subject.worker('w2'), workerJoined({ workerId: 'w2' })),
-        record(3, subject.worker('w3'), workerJoined({ workerId: 'w3' })),
+        ...threeWorkersJoined(),
         record(4, subject.worker('w1'), workerDraining()),
         record(5, subject.worker('w2'), workerLost()),
       ]);
@@ -574,9 +578,7 @@ describe('projection', () => {
     it('WorkerExpired evicts a Left or Lost worker and is refused for one in service', () => {
       const p = createProjection();
       applyAll(p, [
-        record(1, subject.worker('w1'), workerJoined({ workerId: 'w1' })),
-        record(2, subject.worker('w2'), workerJoined({ workerId: 'w2' })),
-        record(3, subject.worker('w3'), workerJoined({ workerId: 'w3' })),
+        ...threeWorkersJoined(),
         record(4, subject.worker('w1'), workerLeft()),
         record(5, subject.worker('w2'), workerLost()),
         record(6, subject.worker('w3'), workerDraining()),

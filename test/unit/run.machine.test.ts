@@ -11,6 +11,7 @@ import {
   runSubmitted,
   runSucceeded,
 } from '../helpers/event-builders.js';
+import { machineHarness } from '../helpers/unit-machine-harness.js';
 
 type Snap = SnapshotFrom<typeof runMachine>;
 type RunEventType = RunEvent['type'];
@@ -18,19 +19,8 @@ type RunEventType = RunEvent['type'];
 const running = (): Snap =>
   initialTransition(runMachine, runSubmitted({ stepIds: ['s1', 's2'], taskCount: 3 }, at(1)))[0];
 
-function accept(snap: Snap, event: RunEvent): { next: Snap; actions: string[] } {
-  expect(snap.can(event)).toBe(true);
-  const [next, actions] = transition(runMachine, snap, event);
-  expect(next).not.toBe(snap);
-  return { next, actions: actions.map((a) => a.type) };
-}
-
-function expectRefused(snap: Snap, event: RunEvent): void {
-  expect(snap.can(event)).toBe(false);
-  const [next, actions] = transition(runMachine, snap, event);
-  expect(next).toBe(snap);
-  expect(actions).toEqual([]);
-}
+const harness = machineHarness(runMachine);
+const { accept } = harness;
 
 const EVENTS: Record<RunEventType, () => RunEvent> = {
   RunSubmitted: () => runSubmitted(),
@@ -53,27 +43,13 @@ const ACCEPTED: Record<RunState, Partial<Record<RunEventType, RunState>>> = {
   Cancelled: {},
 };
 
-function matrix(state: RunState): void {
-  describe('every event type', () => {
-    for (const type of Object.keys(EVENTS) as RunEventType[]) {
-      const target = ACCEPTED[state][type];
-      if (target) {
-        it(`${type} -> ${target}`, () => {
-          const { next, actions } = accept(snapshotOf[state](), EVENTS[type]());
-          expect(next.value).toBe(target);
-          expect(next.status).toBe('done');
-          expect(actions).toEqual([]);
-        });
-      } else {
-        it(`${type} is refused`, () => {
-          const snap = snapshotOf[state]();
-          expect(snap.value).toBe(state);
-          expectRefused(snap, EVENTS[type]());
-        });
-      }
-    }
-  });
-}
+const matrix = harness.eventMatrix({
+  events: EVENTS,
+  snapshotOf,
+  accepted: ACCEPTED,
+  rowIsState: 'refused',
+  acceptedStatus: 'done',
+});
 
 describe('runMachine', () => {
   describe('RunSubmitted (initial transition)', () => {

@@ -15,6 +15,25 @@ import { afterEach, describe, expect, it } from 'vitest';
 
 const SETUP = join(import.meta.dirname, '..', '..', 'scripts', 'setup.mjs');
 
+/** A fake apt-get: records each call with DEBIAN_FRONTEND; `install` puts a nats-server in bin. */
+const fakeAptGet = (calls: string, bin: string, needsUpdate: boolean) => `
+echo "$DEBIAN_FRONTEND $*" >> ${calls}
+if [ "$1" = update ]; then touch ${calls}.updated; exit 0; fi
+if [ "$1" = install ]; then
+  ${needsUpdate ? `[ -e ${calls}.updated ] || exit 100` : ''}
+  printf '#!/bin/sh\\necho nats-server\\n' > ${bin}/nats-server
+  chmod +x ${bin}/nats-server
+  exit 0
+fi
+exit 1`;
+
+/** The sandboxes' roots, removed after each test. */
+let roots: string[] = [];
+afterEach(() => {
+  for (const r of roots) rmSync(r, { recursive: true, force: true });
+  roots = [];
+});
+
 /**
  * scripts/setup.mjs's nats-server branches, run as a child in a throwaway root: a copy of the
  * script next to an empty node_modules/ and no lockfile (so it installs no dependencies), a
@@ -22,6 +41,7 @@ const SETUP = join(import.meta.dirname, '..', '..', 'scripts', 'setup.mjs');
  */
 function sandbox() {
   const root = mkdtempSync(join(tmpdir(), 'sonar-setup-'));
+  roots.push(root);
   mkdirSync(join(root, 'scripts'));
   mkdirSync(join(root, 'node_modules'));
   copyFileSync(SETUP, join(root, 'scripts', 'setup.mjs'));
@@ -43,31 +63,14 @@ function sandbox() {
         SONAR_SETUP_OFF_PATH_DIRS: empty,
       },
     });
-  return { root, bin, calls, exe, run };
+  /** Puts the fake apt-get on PATH; `needsUpdate` makes its first install fail. */
+  const aptGet = (needsUpdate: boolean) => exe('apt-get', fakeAptGet(calls, bin, needsUpdate));
+  return { root, bin, calls, exe, aptGet, run };
 }
-
-/** A fake apt-get: records each call with DEBIAN_FRONTEND; `install` puts a nats-server in bin. */
-const fakeAptGet = (calls: string, bin: string, needsUpdate: boolean) => `
-echo "$DEBIAN_FRONTEND $*" >> ${calls}
-if [ "$1" = update ]; then touch ${calls}.updated; exit 0; fi
-if [ "$1" = install ]; then
-  ${needsUpdate ? `[ -e ${calls}.updated ] || exit 100` : ''}
-  printf '#!/bin/sh\\necho nats-server\\n' > ${bin}/nats-server
-  chmod +x ${bin}/nats-server
-  exit 0
-fi
-exit 1`;
-
-let roots: string[] = [];
-afterEach(() => {
-  for (const r of roots) rmSync(r, { recursive: true, force: true });
-  roots = [];
-});
 
 describe('scripts/setup.mjs', () => {
   it('is quiet and exits 0 when nats-server is on PATH', () => {
     const s = sandbox();
-    roots.push(s.root);
     s.exe('nats-server', 'echo nats-server');
     const r = s.run(1000);
     expect(r.stderr).toBe('');
@@ -76,8 +79,7 @@ describe('scripts/setup.mjs', () => {
 
   it('installs nats-server with apt-get when it is missing and we are root', () => {
     const s = sandbox();
-    roots.push(s.root);
-    s.exe('apt-get', fakeAptGet(s.calls, s.bin, false));
+    s.aptGet(false);
     const r = s.run(0);
     expect(r.stderr).toBe('sonar: installing nats-server with apt-get\n');
     expect(r.status).toBe(0);
@@ -87,8 +89,7 @@ describe('scripts/setup.mjs', () => {
 
   it('runs apt-get update and installs again when the first install fails (no package lists)', () => {
     const s = sandbox();
-    roots.push(s.root);
-    s.exe('apt-get', fakeAptGet(s.calls, s.bin, true));
+    s.aptGet(true);
     const r = s.run(0);
     expect(r.status).toBe(0);
     expect(readFileSync(s.calls, 'utf8').trim().split('\n')).toEqual([
@@ -100,8 +101,7 @@ describe('scripts/setup.mjs', () => {
 
   it('stops with one line and exit 1 when it is missing and we are not root', () => {
     const s = sandbox();
-    roots.push(s.root);
-    s.exe('apt-get', fakeAptGet(s.calls, s.bin, false));
+    s.aptGet(false);
     const r = s.run(1000);
     expect(r.status).toBe(1);
     expect(r.stderr).toBe(

@@ -38,21 +38,14 @@ describe('purgedEvents', () => {
   });
 
   it('counts a purged head, holes left by purges by subject, and an emptied stream', () => {
-    expect(purgedEvents({ first_seq: 41, last_seq: 50, messages: 10 })).toEqual({
-      count: 40,
-      upToSeq: 40,
-    });
-    expect(purgedEvents({ first_seq: 1, last_seq: 17, messages: 8 })).toEqual({
-      count: 9,
-      upToSeq: 0,
-    });
-    expect(purgedEvents({ first_seq: 5, last_seq: 17, messages: 8 })).toEqual({
-      count: 9,
-      upToSeq: 4,
-    });
-    expect(purgedEvents({ first_seq: 18, last_seq: 17, messages: 0 })).toEqual({
-      count: 17,
-      upToSeq: 17,
-    });
+    // [first_seq, last_seq, messages] of the stream, then the purged count and up to which seq.
+    for (const [first_seq, last_seq, messages, count, upToSeq] of [
+      [41, 50, 10, 40, 40],
+      [1, 17, 8, 9, 0],
+      [5, 17, 8, 9, 4],
+      [18, 17, 0, 17, 17],
+    ] as const) {
+      expect(purgedEvents({ first_seq, last_seq, messages })).toEqual({ count, upToSeq });
+    }
   });
 });

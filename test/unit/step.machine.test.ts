@@ -1,5 +1,5 @@
 import { describe, it, expect } from 'vitest';
-import { initialTransition, transition } from 'xstate';
+import { initialTransition } from 'xstate';
 import type { SnapshotFrom } from 'xstate';
 import { stepMachine } from '../../actors/step/step.machine.js';
 import type { StepEvent } from '../../actors/step/step.events.js';
@@ -13,6 +13,7 @@ import {
   stepStarved,
   stepSucceeded,
 } from '../helpers/event-builders.js';
+import { machineHarness } from '../helpers/unit-machine-harness.js';
 
 type Snap = SnapshotFrom<typeof stepMachine>;
 type StepEventType = StepEvent['type'];
@@ -20,28 +21,8 @@ type StepEventType = StepEvent['type'];
 const ready = (): Snap => initialTransition(stepMachine, stepCreated({ after: [] }))[0];
 const waiting = (): Snap => initialTransition(stepMachine, stepCreated({ after: ['s0'] }))[0];
 
-function fold(events: StepEvent[], from: Snap): Snap {
-  let snap = from;
-  for (const event of events) {
-    expect(snap.can(event), `${event.type} in ${String(snap.value)}`).toBe(true);
-    snap = transition(stepMachine, snap, event)[0];
-  }
-  return snap;
-}
-
-function accept(snap: Snap, event: StepEvent): { next: Snap; actions: string[] } {
-  expect(snap.can(event)).toBe(true);
-  const [next, actions] = transition(stepMachine, snap, event);
-  expect(next).not.toBe(snap);
-  return { next, actions: actions.map((a) => a.type) };
-}
-
-function expectRefused(snap: Snap, event: StepEvent): void {
-  expect(snap.can(event)).toBe(false);
-  const [next, actions] = transition(stepMachine, snap, event);
-  expect(next).toBe(snap);
-  expect(actions).toEqual([]);
-}
+const harness = machineHarness(stepMachine);
+const { fold, accept, expectRefused } = harness;
 
 /** Ready is split by the `starved` flag: StepStarved and StepServed depend on it. */
 type Row = 'Waiting' | 'Ready' | 'Ready (starved)' | 'Blocked' | 'Succeeded' | 'Failed' | 'Skipped';
@@ -90,24 +71,11 @@ const ACCEPTED: Record<Row, Partial<Record<StepEventType, string>>> = {
   Skipped: {},
 };
 
-function matrix(row: Row): void {
-  describe('every event type', () => {
-    for (const type of Object.keys(EVENTS) as StepEventType[]) {
-      const target = ACCEPTED[row][type];
-      if (target) {
-        it(`${type} -> ${target}`, () => {
-          const { next, actions } = accept(snapshotOf[row](), EVENTS[type]());
-          expect(next.value).toBe(target);
-          expect(actions).toEqual([]);
-        });
-      } else {
-        it(`${type} is refused`, () => {
-          expectRefused(snapshotOf[row](), EVENTS[type]());
-        });
-      }
-    }
-  });
-}
+const matrix = harness.eventMatrix({
+  events: EVENTS,
+  snapshotOf,
+  accepted: ACCEPTED,
+});
 
 describe('stepMachine', () => {
   describe('StepCreated (initial transition)', () => {

@@ -1,5 +1,5 @@
 import { describe, it, expect } from 'vitest';
-import { initialTransition, transition } from 'xstate';
+import { initialTransition } from 'xstate';
 import type { SnapshotFrom } from 'xstate';
 import { taskMachine } from '../../actors/task/task.machine.js';
 import type { TaskState } from '../../actors/task/task.machine.js';
@@ -19,6 +19,7 @@ import {
   taskResultAccepted,
   taskStarted,
 } from '../helpers/event-builders.js';
+import { expectLanded, machineHarness } from '../helpers/unit-machine-harness.js';
 
 type Snap = SnapshotFrom<typeof taskMachine>;
 type TaskEventType = TaskEvent['type'];
@@ -26,30 +27,17 @@ type TaskEventType = TaskEvent['type'];
 const create = (over: Parameters<typeof taskCreated>[0] = {}): Snap =>
   initialTransition(taskMachine, taskCreated(over))[0];
 
+const harness = machineHarness(taskMachine);
+const { accept, expectRefused } = harness;
+
 /** Folds `events` from a fresh task (or `from`), each of which must be accepted. */
-function fold(events: TaskEvent[], from: Snap = create()): Snap {
-  let snap = from;
-  for (const event of events) {
-    expect(snap.can(event), `${event.type} in ${String(snap.value)}`).toBe(true);
-    snap = transition(taskMachine, snap, event)[0];
-  }
-  return snap;
-}
+const fold = (events: TaskEvent[], from: Snap = create()): Snap => harness.fold(events, from);
 
-/** Asserts `event` is accepted and returns the next snapshot and the names of its actions. */
-function accept(snap: Snap, event: TaskEvent): { next: Snap; actions: string[] } {
-  expect(snap.can(event)).toBe(true);
-  const [next, actions] = transition(taskMachine, snap, event);
-  expect(next).not.toBe(snap);
-  return { next, actions: actions.map((a) => a.type) };
-}
-
-/** Asserts `event` is refused: `can()` is false and `transition()` gives the identical snapshot. */
-function expectRefused(snap: Snap, event: TaskEvent): void {
-  expect(snap.can(event)).toBe(false);
-  const [next, actions] = transition(taskMachine, snap, event);
-  expect(next).toBe(snap);
-  expect(actions).toEqual([]);
+/** Asserts the task is in `state` after `history`, and that it refuses `event` there. */
+function expectRefusedIn(state: TaskState, history: TaskEvent[], event: TaskEvent): void {
+  const snap = fold(history);
+  expect(snap.value).toBe(state);
+  expectRefused(snap, event);
 }
 
 // Attempt 1 is a1, dispatched to `linux`, started by w1.
@@ -65,6 +53,14 @@ const secondAttempt = [
   taskPublished({ attempt: 2, tag: 'gpu' }, at(11)),
 ];
 
+/** Attempt 2 started, then past its result, then poisoned, the same way: a1 is stale. */
+const runningA2 = [...secondAttempt, taskStarted({ attemptId: 'a2' })];
+const finalizingA2 = [...runningA2, taskResultAccepted({ attemptId: 'a2' })];
+const poisonedA2 = [...finalizingA2, taskPoisoned({ attemptId: 'a2' })];
+
+/** What a task holds of an attempt when it has none: new, or back in Pending. */
+const NO_ATTEMPT = { attemptId: null, tokenHash: null, tag: null, workerId: null } as const;
+
 /** One path into every state. */
 const pathTo: Record<TaskState, TaskEvent[]> = {
   Pending: [],
@@ -78,48 +74,23 @@ const pathTo: Record<TaskState, TaskEvent[]> = {
   Cancelled: [taskCancelled({}, at(1))],
 };
 
-const EVENT_TYPES: TaskEventType[] = [
-  'TaskCreated',
-  'TaskPublished',
-  'TaskStarted',
-  'TaskRequeued',
-  'TaskAttemptFailed',
-  'TaskResultAccepted',
-  'TaskFinalized',
-  'TaskPoisoned',
-  'TaskFinalizeRetried',
-  'TaskDead',
-  'TaskCancelled',
-];
+/** The attempt an event for `snap` names: the current one (a1 before the first publish). */
+const current = (snap: Snap): string => snap.context.attemptId ?? 'a1';
 
 /** The most plausible event of each type for `snap`: the current attempt, the next publish. */
-function plausible(type: TaskEventType, snap: Snap): TaskEvent {
-  const attemptId = snap.context.attemptId ?? 'a1';
-  switch (type) {
-    case 'TaskCreated':
-      return taskCreated();
-    case 'TaskPublished':
-      return taskPublished({ attempt: snap.context.attempt + 1 });
-    case 'TaskStarted':
-      return taskStarted({ attemptId });
-    case 'TaskRequeued':
-      return taskRequeued({ attemptId });
-    case 'TaskAttemptFailed':
-      return taskAttemptFailed({ attemptId });
-    case 'TaskResultAccepted':
-      return taskResultAccepted({ attemptId });
-    case 'TaskFinalized':
-      return taskFinalized({ attemptId });
-    case 'TaskPoisoned':
-      return taskPoisoned({ attemptId });
-    case 'TaskFinalizeRetried':
-      return taskFinalizeRetried({ attemptId });
-    case 'TaskDead':
-      return taskDead();
-    case 'TaskCancelled':
-      return taskCancelled();
-  }
-}
+const PLAUSIBLE: Record<TaskEventType, (snap: Snap) => TaskEvent> = {
+  TaskCreated: () => taskCreated(),
+  TaskPublished: (snap) => taskPublished({ attempt: snap.context.attempt + 1 }),
+  TaskStarted: (snap) => taskStarted({ attemptId: current(snap) }),
+  TaskRequeued: (snap) => taskRequeued({ attemptId: current(snap) }),
+  TaskAttemptFailed: (snap) => taskAttemptFailed({ attemptId: current(snap) }),
+  TaskResultAccepted: (snap) => taskResultAccepted({ attemptId: current(snap) }),
+  TaskFinalized: (snap) => taskFinalized({ attemptId: current(snap) }),
+  TaskPoisoned: (snap) => taskPoisoned({ attemptId: current(snap) }),
+  TaskFinalizeRetried: (snap) => taskFinalizeRetried({ attemptId: current(snap) }),
+  TaskDead: () => taskDead(),
+  TaskCancelled: () => taskCancelled(),
+};
 
 /** DESIGN.md section 3: every accepted (state, event) pair, with its target and actions. */
 const ACCEPTED: Record<TaskState, Partial<Record<TaskEventType, [TaskState, string[]?]>>> = {
@@ -153,29 +124,14 @@ const ACCEPTED: Record<TaskState, Partial<Record<TaskEventType, [TaskState, stri
 };
 
 /** The (state x event) matrix for one state: every event type is accepted or refused. */
-function matrix(state: TaskState): void {
-  describe('every event type', () => {
-    for (const type of EVENT_TYPES) {
-      const expected = ACCEPTED[state][type];
-      if (expected) {
-        const [target, actions = []] = expected;
-        it(`${type} -> ${target}`, () => {
-          const snap = fold(pathTo[state]);
-          expect(snap.value).toBe(state);
-          const { next, actions: got } = accept(snap, plausible(type, snap));
-          expect(next.value).toBe(target);
-          expect(got).toEqual(actions);
-        });
-      } else {
-        it(`${type} is refused`, () => {
-          const snap = fold(pathTo[state]);
-          expect(snap.value).toBe(state);
-          expectRefused(snap, plausible(type, snap));
-        });
-      }
-    }
-  });
-}
+const matrix = harness.eventMatrix({
+  events: PLAUSIBLE,
+  snapshotOf: Object.fromEntries(
+    Object.entries(pathTo).map(([state, events]) => [state, () => fold(events)]),
+  ) as Record<TaskState, () => Snap>,
+  accepted: ACCEPTED,
+  rowIsState: 'all',
+});
 
 describe('taskMachine', () => {
   describe('TaskCreated (initial transition)', () => {
@@ -198,10 +154,7 @@ describe('taskMachine', () => {
           maxAttempts: 5,
         },
         attempt: 0,
-        attemptId: null,
-        tokenHash: null,
-        tag: null,
-        workerId: null,
+        ...NO_ATTEMPT,
         failures: 0,
         retryAt: null,
         recoveries: 0,
@@ -220,17 +173,18 @@ describe('taskMachine', () => {
 
     it('TaskPublished with attempt 1 records the attempt, token hash, tag and time', () => {
       const event = taskPublished({ attempt: 1, attemptId: 'a1', tag: 'linux' }, at(5));
-      const { next, actions } = accept(create(), event);
-      expect(next.value).toBe('Published');
-      expect(actions).toEqual([]);
-      expect(next.context).toMatchObject({
-        attempt: 1,
-        attemptId: 'a1',
-        tokenHash: hexHash('a1'),
-        tag: 'linux',
-        workerId: null,
-        since: at(5),
-        retryAt: null,
+      expectLanded(accept(create(), event), {
+        value: 'Published',
+        actions: [],
+        context: {
+          attempt: 1,
+          attemptId: 'a1',
+          tokenHash: hexHash('a1'),
+          tag: 'linux',
+          workerId: null,
+          since: at(5),
+          retryAt: null,
+        },
       });
     });
 
@@ -256,16 +210,17 @@ describe('taskMachine', () => {
     });
 
     it('TaskCancelled -> Cancelled with the reason recorded and no attempt', () => {
-      const { next, actions } = accept(create(), taskCancelled({ reason: 'run cancelled' }));
-      expect(next.value).toBe('Cancelled');
-      expect(next.status).toBe('done');
-      expect(actions).toEqual([]);
-      expect(next.context).toMatchObject({
-        attempt: 0,
-        attemptId: null,
-        tag: null,
-        workerId: null,
-        error: 'cancelled: run cancelled',
+      expectLanded(accept(create(), taskCancelled({ reason: 'run cancelled' })), {
+        value: 'Cancelled',
+        status: 'done',
+        actions: [],
+        context: {
+          attempt: 0,
+          attemptId: null,
+          tag: null,
+          workerId: null,
+          error: 'cancelled: run cancelled',
+        },
       });
     });
 
@@ -279,25 +234,24 @@ describe('taskMachine', () => {
     matrix('Published');
 
     it('TaskStarted for the current attempt -> Running, recording the worker and the time', () => {
-      const { next, actions } = accept(
-        fold(published),
-        taskStarted({ attemptId: 'a1', workerId: 'w7' }, at(9)),
+      expectLanded(
+        accept(fold(published), taskStarted({ attemptId: 'a1', workerId: 'w7' }, at(9))),
+        {
+          value: 'Running',
+          actions: [],
+          context: {
+            attempt: 1,
+            attemptId: 'a1',
+            tag: 'linux',
+            workerId: 'w7',
+            since: at(9),
+          },
+        },
       );
-      expect(next.value).toBe('Running');
-      expect(actions).toEqual([]);
-      expect(next.context).toMatchObject({
-        attempt: 1,
-        attemptId: 'a1',
-        tag: 'linux',
-        workerId: 'w7',
-        since: at(9),
-      });
     });
 
     it('TaskStarted with a stale attemptId is refused', () => {
-      const snap = fold(secondAttempt);
-      expect(snap.value).toBe('Published');
-      expectRefused(snap, taskStarted({ attemptId: 'a1' }));
+      expectRefusedIn('Published', secondAttempt, taskStarted({ attemptId: 'a1' }));
     });
 
     it('TaskStarted with an unknown attemptId is refused', () => {
@@ -305,22 +259,23 @@ describe('taskMachine', () => {
     });
 
     it('TaskRequeued (publish-timeout) -> Pending: clears the attempt, keeps the count, is not counted', () => {
-      const { next } = accept(
-        fold(published),
-        taskRequeued({ reason: 'publish-timeout', recoveries: 0 }, at(700)),
+      expectLanded(
+        accept(
+          fold(published),
+          taskRequeued({ reason: 'publish-timeout', recoveries: 0 }, at(700)),
+        ),
+        {
+          value: 'Pending',
+          context: {
+            attempt: 1,
+            ...NO_ATTEMPT,
+            since: null,
+            recoveries: 0,
+            recoveredAt: [],
+            failures: 0,
+          },
+        },
       );
-      expect(next.value).toBe('Pending');
-      expect(next.context).toMatchObject({
-        attempt: 1,
-        attemptId: null,
-        tokenHash: null,
-        tag: null,
-        workerId: null,
-        since: null,
-        recoveries: 0,
-        recoveredAt: [],
-        failures: 0,
-      });
     });
 
     it('TaskRequeued with a stale attemptId is refused', () => {
@@ -328,23 +283,25 @@ describe('taskMachine', () => {
     });
 
     it('TaskDead -> Dead: counted as a recovery, keeps the attempt and its tag', () => {
-      const { next } = accept(fold(published), taskDead({ recoveries: 1 }, at(20)));
-      expect(next.value).toBe('Dead');
-      expect(next.context).toMatchObject({
-        attempt: 1,
-        attemptId: 'a1',
-        tag: 'linux',
-        workerId: null,
-        recoveries: 1,
-        recoveredAt: [at(20)],
-        error: 'dead: recovery-limit',
+      expectLanded(accept(fold(published), taskDead({ recoveries: 1 }, at(20))), {
+        value: 'Dead',
+        context: {
+          attempt: 1,
+          attemptId: 'a1',
+          tag: 'linux',
+          workerId: null,
+          recoveries: 1,
+          recoveredAt: [at(20)],
+          error: 'dead: recovery-limit',
+        },
       });
     });
 
     it('TaskCancelled -> Cancelled keeps the attempt values', () => {
-      const { next } = accept(fold(published), taskCancelled());
-      expect(next.value).toBe('Cancelled');
-      expect(next.context).toMatchObject({ attempt: 1, attemptId: 'a1', tag: 'linux' });
+      expectLanded(accept(fold(published), taskCancelled()), {
+        value: 'Cancelled',
+        context: { attempt: 1, attemptId: 'a1', tag: 'linux' },
+      });
     });
   });
 
@@ -352,37 +309,36 @@ describe('taskMachine', () => {
     matrix('Running');
 
     it('TaskRequeued (worker-lost) -> Pending: counted, its time recorded, the attempt cleared', () => {
-      const { next, actions } = accept(
-        fold(running),
-        taskRequeued({ reason: 'worker-lost', recoveries: 1 }, at(30)),
+      expectLanded(
+        accept(fold(running), taskRequeued({ reason: 'worker-lost', recoveries: 1 }, at(30))),
+        {
+          value: 'Pending',
+          actions: [],
+          context: {
+            attempt: 1,
+            ...NO_ATTEMPT,
+            since: null,
+            output: null,
+            recoveries: 1,
+            recoveredAt: [at(30)],
+            failures: 0,
+          },
+        },
       );
-      expect(next.value).toBe('Pending');
-      expect(actions).toEqual([]);
-      expect(next.context).toMatchObject({
-        attempt: 1,
-        attemptId: null,
-        tokenHash: null,
-        tag: null,
-        workerId: null,
-        since: null,
-        output: null,
-        recoveries: 1,
-        recoveredAt: [at(30)],
-        failures: 0,
-      });
     });
 
     it.each(['publish-timeout', 'worker-released', 'operator'] as const)(
       'TaskRequeued (%s) -> Pending is not counted as a recovery',
       (reason) => {
-        const { next } = accept(fold(running), taskRequeued({ reason, recoveries: 0 }, at(30)));
-        expect(next.value).toBe('Pending');
-        expect(next.context).toMatchObject({
-          attemptId: null,
-          tag: null,
-          workerId: null,
-          recoveries: 0,
-          recoveredAt: [],
+        expectLanded(accept(fold(running), taskRequeued({ reason, recoveries: 0 }, at(30))), {
+          value: 'Pending',
+          context: {
+            attemptId: null,
+            tag: null,
+            workerId: null,
+            recoveries: 0,
+            recoveredAt: [],
+          },
         });
       },
     );
@@ -410,29 +366,28 @@ describe('taskMachine', () => {
     });
 
     it('TaskRequeued with a stale attemptId is refused', () => {
-      const snap = fold([...secondAttempt, taskStarted({ attemptId: 'a2' })]);
-      expect(snap.value).toBe('Running');
-      expectRefused(snap, taskRequeued({ attemptId: 'a1' }));
+      expectRefusedIn('Running', runningA2, taskRequeued({ attemptId: 'a1' }));
     });
 
     it('TaskAttemptFailed (retryable, failures < maxAttempts) -> Pending with retryAt', () => {
-      const { next, actions } = accept(
-        fold(running),
-        taskAttemptFailed({ exitCode: 2, error: 'boom', retryAt: at(5) }, at(4)),
+      expectLanded(
+        accept(
+          fold(running),
+          taskAttemptFailed({ exitCode: 2, error: 'boom', retryAt: at(5) }, at(4)),
+        ),
+        {
+          value: 'Pending',
+          actions: [],
+          context: {
+            attempt: 1,
+            ...NO_ATTEMPT,
+            failures: 1,
+            retryAt: at(5),
+            error: 'boom',
+            recoveries: 0,
+          },
+        },
       );
-      expect(next.value).toBe('Pending');
-      expect(actions).toEqual([]);
-      expect(next.context).toMatchObject({
-        attempt: 1,
-        attemptId: null,
-        tokenHash: null,
-        tag: null,
-        workerId: null,
-        failures: 1,
-        retryAt: at(5),
-        error: 'boom',
-        recoveries: 0,
-      });
     });
 
     it('TaskAttemptFailed without retryAt leaves retryAt null', () => {
@@ -452,21 +407,22 @@ describe('taskMachine', () => {
         taskStarted({ attemptId: 'a3', workerId: 'w3' }, at(8)),
       ]);
       expect(snap.context.failures).toBe(2);
-      const { next, actions } = accept(
-        snap,
-        taskAttemptFailed({ attemptId: 'a3', workerId: 'w3', error: 'third' }, at(9)),
+      expectLanded(
+        accept(snap, taskAttemptFailed({ attemptId: 'a3', workerId: 'w3', error: 'third' }, at(9))),
+        {
+          value: 'Failed',
+          status: 'done',
+          actions: [],
+          context: {
+            attempt: 3,
+            attemptId: 'a3',
+            tag: 'gpu',
+            workerId: 'w3',
+            failures: 3,
+            error: 'third',
+          },
+        },
       );
-      expect(next.value).toBe('Failed');
-      expect(next.status).toBe('done');
-      expect(actions).toEqual([]);
-      expect(next.context).toMatchObject({
-        attempt: 3,
-        attemptId: 'a3',
-        tag: 'gpu',
-        workerId: 'w3',
-        failures: 3,
-        error: 'third',
-      });
     });
 
     it('maxAttempts counts TaskAttemptFailed only: recoveries do not use up attempts', () => {
@@ -487,9 +443,10 @@ describe('taskMachine', () => {
       );
       expect(snap.value).toBe('Running');
       expect(snap.context).toMatchObject({ attempt: 4, failures: 1, recoveries: 2 });
-      const { next } = accept(snap, taskAttemptFailed({ attemptId: 'a4' }));
-      expect(next.value).toBe('Failed');
-      expect(next.context).toMatchObject({ attempt: 4, failures: 2, attemptId: 'a4' });
+      expectLanded(accept(snap, taskAttemptFailed({ attemptId: 'a4' })), {
+        value: 'Failed',
+        context: { attempt: 4, failures: 2, attemptId: 'a4' },
+      });
     });
 
     it('TaskAttemptFailed with maxAttempts 1 -> Failed at the first failure', () => {
@@ -499,19 +456,20 @@ describe('taskMachine', () => {
     });
 
     it('TaskAttemptFailed with retryable:false -> Failed at once', () => {
-      const { next } = accept(
-        fold(running),
-        taskAttemptFailed({ retryable: false, error: 'bad input' }),
+      expectLanded(
+        accept(fold(running), taskAttemptFailed({ retryable: false, error: 'bad input' })),
+        {
+          value: 'Failed',
+          context: {
+            failures: 1,
+            spec: { maxAttempts: 3 },
+            attemptId: 'a1',
+            tag: 'linux',
+            workerId: 'w1',
+            error: 'bad input',
+          },
+        },
       );
-      expect(next.value).toBe('Failed');
-      expect(next.context).toMatchObject({
-        failures: 1,
-        spec: { maxAttempts: 3 },
-        attemptId: 'a1',
-        tag: 'linux',
-        workerId: 'w1',
-        error: 'bad input',
-      });
     });
 
     it('TaskAttemptFailed records the workerId, it does not match it', () => {
@@ -525,28 +483,32 @@ describe('taskMachine', () => {
     it.each([true, false])(
       'TaskAttemptFailed with a stale attemptId (retryable %s) is refused',
       (retryable) => {
-        const snap = fold([...secondAttempt, taskStarted({ attemptId: 'a2' })]);
+        const snap = fold(runningA2);
         expectRefused(snap, taskAttemptFailed({ attemptId: 'a1', retryable }));
       },
     );
 
     it('TaskResultAccepted -> Finalizing and asks for enqueueFinalization', () => {
-      const { next, actions } = accept(
-        fold(running),
-        taskResultAccepted(
-          { workerId: 'w1', outputRef: 'r1/t1/a1', outputBytes: 2048, outputInline: undefined },
-          at(7),
+      expectLanded(
+        accept(
+          fold(running),
+          taskResultAccepted(
+            { workerId: 'w1', outputRef: 'r1/t1/a1', outputBytes: 2048, outputInline: undefined },
+            at(7),
+          ),
         ),
+        {
+          value: 'Finalizing',
+          actions: ['enqueueFinalization'],
+          context: {
+            attemptId: 'a1',
+            tag: 'linux',
+            workerId: 'w1',
+            since: at(7),
+            output: { ref: 'r1/t1/a1', bytes: 2048, inline: null },
+          },
+        },
       );
-      expect(next.value).toBe('Finalizing');
-      expect(actions).toEqual(['enqueueFinalization']);
-      expect(next.context).toMatchObject({
-        attemptId: 'a1',
-        tag: 'linux',
-        workerId: 'w1',
-        since: at(7),
-        output: { ref: 'r1/t1/a1', bytes: 2048, inline: null },
-      });
     });
 
     it('TaskResultAccepted keeps an inline output for the finalizer', () => {
@@ -555,7 +517,7 @@ describe('taskMachine', () => {
     });
 
     it('TaskResultAccepted with a stale attemptId is refused', () => {
-      const snap = fold([...secondAttempt, taskStarted({ attemptId: 'a2' })]);
+      const snap = fold(runningA2);
       expectRefused(snap, taskResultAccepted({ attemptId: 'a1' }));
     });
 
@@ -569,30 +531,32 @@ describe('taskMachine', () => {
         taskPublished({ attempt: 3 }, at(21)),
         taskStarted({ attemptId: 'a3', workerId: 'w3' }, at(22)),
       ]);
-      const { next, actions } = accept(snap, taskDead({ recoveries: 3 }, at(30)));
-      expect(next.value).toBe('Dead');
-      expect(next.status).toBe('done');
-      expect(actions).toEqual([]);
-      expect(next.context).toMatchObject({
-        attempt: 3,
-        attemptId: 'a3',
-        tag: 'linux',
-        workerId: 'w3',
-        recoveries: 3,
-        recoveredAt: [at(10), at(20), at(30)],
-        error: 'dead: recovery-limit',
+      expectLanded(accept(snap, taskDead({ recoveries: 3 }, at(30))), {
+        value: 'Dead',
+        status: 'done',
+        actions: [],
+        context: {
+          attempt: 3,
+          attemptId: 'a3',
+          tag: 'linux',
+          workerId: 'w3',
+          recoveries: 3,
+          recoveredAt: [at(10), at(20), at(30)],
+          error: 'dead: recovery-limit',
+        },
       });
     });
 
     it('TaskCancelled -> Cancelled keeps the attempt values', () => {
-      const { next } = accept(fold(running), taskCancelled({ reason: 'run cancelled' }));
-      expect(next.value).toBe('Cancelled');
-      expect(next.context).toMatchObject({
-        attempt: 1,
-        attemptId: 'a1',
-        tag: 'linux',
-        workerId: 'w1',
-        error: 'cancelled: run cancelled',
+      expectLanded(accept(fold(running), taskCancelled({ reason: 'run cancelled' })), {
+        value: 'Cancelled',
+        context: {
+          attempt: 1,
+          attemptId: 'a1',
+          tag: 'linux',
+          workerId: 'w1',
+          error: 'cancelled: run cancelled',
+        },
       });
     });
   });
@@ -603,44 +567,35 @@ describe('taskMachine', () => {
     it('TaskFinalized -> Succeeded: records the result key, drops the inline output', () => {
       const snap = fold(finalizing);
       expect(snap.context.output?.inline).toBe('eyJvayI6dHJ1ZX0=');
-      const { next, actions } = accept(snap, taskFinalized({ resultKey: 'r1.t1' }));
-      expect(next.value).toBe('Succeeded');
-      expect(next.status).toBe('done');
-      expect(actions).toEqual([]);
-      expect(next.context).toMatchObject({
-        attempt: 1,
-        attemptId: 'a1',
-        tag: 'linux',
-        workerId: 'w1',
-        resultKey: 'r1.t1',
-        output: { ref: 'inline', bytes: 11, inline: null },
+      expectLanded(accept(snap, taskFinalized({ resultKey: 'r1.t1' })), {
+        value: 'Succeeded',
+        status: 'done',
+        actions: [],
+        context: {
+          attempt: 1,
+          attemptId: 'a1',
+          tag: 'linux',
+          workerId: 'w1',
+          resultKey: 'r1.t1',
+          output: { ref: 'inline', bytes: 11, inline: null },
+        },
       });
     });
 
-    const finalizingA2 = [
-      ...secondAttempt,
-      taskStarted({ attemptId: 'a2' }),
-      taskResultAccepted({ attemptId: 'a2' }),
-    ];
-
     it('TaskFinalized with a stale attemptId is refused', () => {
-      const snap = fold(finalizingA2);
-      expect(snap.value).toBe('Finalizing');
-      expectRefused(snap, taskFinalized({ attemptId: 'a1' }));
+      expectRefusedIn('Finalizing', finalizingA2, taskFinalized({ attemptId: 'a1' }));
     });
 
     it('TaskPoisoned -> Poisoned: keeps the error and the output for a retry', () => {
-      const { next, actions } = accept(
-        fold(finalizing),
-        taskPoisoned({ error: 'output is not valid JSON' }),
-      );
-      expect(next.value).toBe('Poisoned');
-      expect(next.status).toBe('active');
-      expect(actions).toEqual([]);
-      expect(next.context).toMatchObject({
-        attemptId: 'a1',
-        error: 'output is not valid JSON',
-        output: { ref: 'inline', bytes: 11, inline: 'eyJvayI6dHJ1ZX0=' },
+      expectLanded(accept(fold(finalizing), taskPoisoned({ error: 'output is not valid JSON' })), {
+        value: 'Poisoned',
+        status: 'active',
+        actions: [],
+        context: {
+          attemptId: 'a1',
+          error: 'output is not valid JSON',
+          output: { ref: 'inline', bytes: 11, inline: 'eyJvayI6dHJ1ZX0=' },
+        },
       });
     });
 
@@ -649,9 +604,10 @@ describe('taskMachine', () => {
     });
 
     it('TaskCancelled -> Cancelled keeps the attempt values', () => {
-      const { next } = accept(fold(finalizing), taskCancelled());
-      expect(next.value).toBe('Cancelled');
-      expect(next.context).toMatchObject({ attemptId: 'a1', tag: 'linux', workerId: 'w1' });
+      expectLanded(accept(fold(finalizing), taskCancelled()), {
+        value: 'Cancelled',
+        context: { attemptId: 'a1', tag: 'linux', workerId: 'w1' },
+      });
     });
   });
 
@@ -659,10 +615,11 @@ describe('taskMachine', () => {
     matrix('Poisoned');
 
     it('TaskFinalizeRetried -> Finalizing: a new round, error cleared, enqueueFinalization', () => {
-      const { next, actions } = accept(fold(poisoned), taskFinalizeRetried({ by: 'alice' }));
-      expect(next.value).toBe('Finalizing');
-      expect(actions).toEqual(['enqueueFinalization']);
-      expect(next.context).toMatchObject({ finalizeRound: 1, error: null, attemptId: 'a1' });
+      expectLanded(accept(fold(poisoned), taskFinalizeRetried({ by: 'alice' })), {
+        value: 'Finalizing',
+        actions: ['enqueueFinalization'],
+        context: { finalizeRound: 1, error: null, attemptId: 'a1' },
+      });
     });
 
     it('a second operator retry is round 2', () => {
@@ -672,21 +629,15 @@ describe('taskMachine', () => {
     });
 
     it('TaskFinalizeRetried with a stale attemptId is refused', () => {
-      const snap = fold([
-        ...secondAttempt,
-        taskStarted({ attemptId: 'a2' }),
-        taskResultAccepted({ attemptId: 'a2' }),
-        taskPoisoned({ attemptId: 'a2' }),
-      ]);
-      expect(snap.value).toBe('Poisoned');
-      expectRefused(snap, taskFinalizeRetried({ attemptId: 'a1' }));
+      expectRefusedIn('Poisoned', poisonedA2, taskFinalizeRetried({ attemptId: 'a1' }));
     });
 
     it('TaskCancelled -> Cancelled ends a held task, keeping the attempt values', () => {
-      const { next } = accept(fold(poisoned), taskCancelled({ reason: 'operator' }));
-      expect(next.value).toBe('Cancelled');
-      expect(next.status).toBe('done');
-      expect(next.context).toMatchObject({ attemptId: 'a1', tag: 'linux', workerId: 'w1' });
+      expectLanded(accept(fold(poisoned), taskCancelled({ reason: 'operator' })), {
+        value: 'Cancelled',
+        status: 'done',
+        context: { attemptId: 'a1', tag: 'linux', workerId: 'w1' },
+      });
     });
   });
 

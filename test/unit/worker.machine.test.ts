@@ -11,25 +11,15 @@ import {
   workerLeft,
   workerLost,
 } from '../helpers/event-builders.js';
+import { machineHarness } from '../helpers/unit-machine-harness.js';
 
 type Snap = SnapshotFrom<typeof workerMachine>;
 type WorkerEventType = WorkerEvent['type'];
 
 const active = (): Snap => initialTransition(workerMachine, workerJoined({}, at(1)))[0];
 
-function accept(snap: Snap, event: WorkerEvent): { next: Snap; actions: string[] } {
-  expect(snap.can(event)).toBe(true);
-  const [next, actions] = transition(workerMachine, snap, event);
-  expect(next).not.toBe(snap);
-  return { next, actions: actions.map((a) => a.type) };
-}
-
-function expectRefused(snap: Snap, event: WorkerEvent): void {
-  expect(snap.can(event)).toBe(false);
-  const [next, actions] = transition(workerMachine, snap, event);
-  expect(next).toBe(snap);
-  expect(actions).toEqual([]);
-}
+const harness = machineHarness(workerMachine);
+const { accept, expectRefused } = harness;
 
 const EVENTS: Record<WorkerEventType, () => WorkerEvent> = {
   WorkerJoined: () => workerJoined(),
@@ -52,26 +42,12 @@ const ACCEPTED: Record<WorkerState, Partial<Record<WorkerEventType, WorkerState>
   Lost: {},
 };
 
-function matrix(state: WorkerState): void {
-  describe('every event type', () => {
-    for (const type of Object.keys(EVENTS) as WorkerEventType[]) {
-      const target = ACCEPTED[state][type];
-      if (target) {
-        it(`${type} -> ${target}`, () => {
-          const { next, actions } = accept(snapshotOf[state](), EVENTS[type]());
-          expect(next.value).toBe(target);
-          expect(actions).toEqual([]);
-        });
-      } else {
-        it(`${type} is refused`, () => {
-          const snap = snapshotOf[state]();
-          expect(snap.value).toBe(state);
-          expectRefused(snap, EVENTS[type]());
-        });
-      }
-    }
-  });
-}
+const matrix = harness.eventMatrix({
+  events: EVENTS,
+  snapshotOf,
+  accepted: ACCEPTED,
+  rowIsState: 'refused',
+});
 
 describe('workerMachine', () => {
   describe('WorkerJoined (initial transition)', () => {
