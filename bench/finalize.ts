@@ -8,6 +8,7 @@
  * JSON as it streams, upsert into `sonar_results` (get + put), append TaskFinalized with
  * optimistic concurrency and wait for the projection to apply it, ack. Raw consume+ack is the ceiling of the queue alone.
  */
+import { FinalizerPool } from '../src/backend/finalize/finalizer-pool.js';
 import { AckPolicy, jetstream, jetstreamManager, RetentionPolicy } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
@@ -104,10 +105,11 @@ async function pool(nc: NatsConnection, url: string, size: number, stored: boole
     outputStore: outputs,
     env: { SONAR_FINALIZERS: String(size) },
   });
+  const { stats } = b.component(FinalizerPool);
   const started = performance.now();
   await enqueueAll(nc, n, jobs);
-  while (b.pool.stats.finalized < JOBS) {
-    if (b.pool.stats.failed > 0) throw new Error(`${b.pool.stats.failed} jobs failed`);
+  while (stats.finalized < JOBS) {
+    if (stats.failed > 0) throw new Error(`${stats.failed} jobs failed`);
     await new Promise((r) => setTimeout(r, 5));
   }
   const seconds = (performance.now() - started) / 1000;

@@ -1,33 +1,18 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { eventually } from '../helpers/eventually.js';
-import { startSecureNats } from '../helpers/secure-nats.js';
-import type { SecureNats } from '../helpers/secure-nats.js';
-import { killAll } from '../helpers/sonar-process.js';
-import { freshPrefix } from '../helpers/topology.js';
 import { finishScenario, firstAfter } from './scenario.js';
 import type { Fault } from './scenario.js';
-import { ChaosWorld, chaosRun } from './world.js';
+import { chaosRun } from './world.js';
 import type { Backend } from './world.js';
+import { worldOnServer } from './world-per-file.js';
 
 const TASKS = 500;
 
-let secure: SecureNats;
-let world: ChaosWorld | undefined;
-
-beforeAll(async () => {
-  // Secure mode, its credentials made for this file's one world.
-  secure = await startSecureNats({ prefix: freshPrefix() });
-});
-afterAll(async () => {
-  await world?.stop();
-  await killAll();
-  await secure?.stop();
-});
+const chaos = worldOnServer();
 
 describe('chaos: the leading backend SIGKILLed twice, with a standby', () => {
   it('a standby takes the lead each time and the run completes', async () => {
-    const startedAt = Date.now();
-    const w = (world = await ChaosWorld.start({ secure }));
+    const w = await chaos.world();
     // One at a time: the first provisions the topology (see the README on concurrent starts).
     await w.startBackend();
     await w.startBackend();
@@ -60,7 +45,6 @@ describe('chaos: the leading backend SIGKILLed twice, with a standby', () => {
     const report = await finishScenario(w, 'backend-failover', {
       faults,
       recovered: firstAfter((e) => e.type === 'ReconcilerElected'),
-      startedAt,
     });
     expect(report.violations).toEqual([]);
     expect(report.stats.states).toEqual({ Succeeded: TASKS });

@@ -1,37 +1,19 @@
 import { jetstreamManager } from '@nats-io/jetstream';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startSecureNats } from '../helpers/secure-nats.js';
-import type { SecureNats } from '../helpers/secure-nats.js';
-import { killAll } from '../helpers/sonar-process.js';
-import { freshPrefix } from '../helpers/topology.js';
+import { describe, expect, it } from 'vitest';
 import { finalizingAgain, finishScenario } from './scenario.js';
 import type { Fault } from './scenario.js';
-import { ChaosWorld, chaosRun } from './world.js';
+import { chaosRun } from './world.js';
+import { worldOnServer } from './world-per-file.js';
 
 const TASKS = 600;
 
-let secure: SecureNats;
-let world: ChaosWorld | undefined;
-
-beforeAll(async () => {
-  // Secure mode, its credentials made for this file's one world.
-  secure = await startSecureNats({ prefix: freshPrefix() });
-});
-afterAll(async () => {
-  await world?.stop();
-  await killAll();
-  await secure?.stop();
-});
+const chaos = worldOnServer();
 
 describe('chaos: a burst of results while the finalizers are SIGKILLed', () => {
   it('finalizes every accepted result exactly once', async () => {
-    const startedAt = Date.now();
     // One finalizer lane per backend against 24 busy slots: results arrive faster than they
     // are finalized, so the queue holds a backlog and jobs are in hand at every kill.
-    const w = (world = await ChaosWorld.start({
-      secure,
-      env: { SONAR_FINALIZERS: '1' },
-    }));
+    const w = await chaos.world({ env: { SONAR_FINALIZERS: '1' } });
     await w.startBackend();
     await w.startBackend();
     await w.waitWorkersLive(
@@ -65,7 +47,6 @@ describe('chaos: a burst of results while the finalizers are SIGKILLed', () => {
     const report = await finishScenario(w, 'finalizers-killed', {
       faults,
       recovered: finalizingAgain(),
-      startedAt,
     });
     expect(report.violations).toEqual([]);
     expect(report.stats.states).toEqual({ Succeeded: TASKS });

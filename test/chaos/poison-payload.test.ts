@@ -1,31 +1,16 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startSecureNats } from '../helpers/secure-nats.js';
-import type { SecureNats } from '../helpers/secure-nats.js';
-import { killAll } from '../helpers/sonar-process.js';
-import { freshPrefix } from '../helpers/topology.js';
+import { describe, expect, it } from 'vitest';
 import { finishScenario, firstAfter } from './scenario.js';
-import { ChaosWorld, chaosRun } from './world.js';
+import { chaosRun } from './world.js';
+import { worldOnServer } from './world-per-file.js';
 
 const TASKS = 500;
 const POISON = 't7';
 
-let secure: SecureNats;
-let world: ChaosWorld | undefined;
-
-beforeAll(async () => {
-  // Secure mode, its credentials made for this file's one world.
-  secure = await startSecureNats({ prefix: freshPrefix() });
-});
-afterAll(async () => {
-  await world?.stop();
-  await killAll();
-  await secure?.stop();
-});
+const chaos = worldOnServer();
 
 describe('chaos: a poison payload that kills every worker that runs it', () => {
   it('ends Dead after the recovery limit while the rest of the run completes', async () => {
-    const startedAt = Date.now();
-    const w = (world = await ChaosWorld.start({ secure }));
+    const w = await chaos.world();
     await w.startBackend();
     // Supervised: each crashed worker is reported (`exited`) and replaced, as `sonar workers`
     // or Kubernetes would; the report makes the recovery immediate (DESIGN.md section 4).
@@ -49,7 +34,6 @@ describe('chaos: a poison payload that kills every worker that runs it', () => {
         },
       ],
       recovered: firstAfter((e) => e.type === 'TaskDead'),
-      startedAt,
     });
     expect(report.violations).toEqual([]);
     expect(report.stats.states).toEqual({ Succeeded: TASKS - 1, Dead: 1 });

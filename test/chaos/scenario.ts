@@ -96,7 +96,6 @@ export async function finishScenario(
     /** The faults, or how to find them in the log (a fault the run itself causes). */
     faults: Fault[] | ((log: LogLine[]) => Fault[]);
     recovered: RecoveredAt;
-    startedAt: number;
   },
 ): Promise<ScenarioReport> {
   const lines = await world.exportLog();
@@ -112,7 +111,7 @@ export async function finishScenario(
     ...report,
     name,
     recoveredMs,
-    durationMs: Date.now() - opts.startedAt,
+    durationMs: Date.now() - world.startedAt,
   };
   if (process.env['SONAR_CHAOS_SAVE'] === '1') await saveScenario(name, lines);
   const falseLosses = falselyLost(world, log);

@@ -1,13 +1,10 @@
 import { readFile, readdir } from 'node:fs/promises';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { eventually } from '../helpers/eventually.js';
-import { startSecureNats } from '../helpers/secure-nats.js';
-import type { SecureNats } from '../helpers/secure-nats.js';
-import { killAll } from '../helpers/sonar-process.js';
-import { freshPrefix } from '../helpers/topology.js';
 import { finishScenario, lostWorkRestarted } from './scenario.js';
 import type { Fault } from './scenario.js';
-import { ChaosWorld, chaosRun, echoCommand } from './world.js';
+import { chaosRun, echoCommand } from './world.js';
+import { worldOnServer } from './world-per-file.js';
 
 const TASKS = 500;
 const FLEET = 10;
@@ -18,18 +15,7 @@ const FLEET = 10;
  */
 const SLOW_ECHO = echoCommand(0.3);
 
-let secure: SecureNats;
-let world: ChaosWorld | undefined;
-
-beforeAll(async () => {
-  // Secure mode, its credentials made for this file's one world.
-  secure = await startSecureNats({ prefix: freshPrefix() });
-});
-afterAll(async () => {
-  await world?.stop();
-  await killAll();
-  await secure?.stop();
-});
+const chaos = worldOnServer();
 
 /** The pids whose parent is one of `pids`, from /proc: a worker's task processes. */
 async function withChildren(pids: Set<number>): Promise<Set<number>> {
@@ -56,12 +42,11 @@ function pick<T>(from: T[], n: number): T[] {
 
 describe('chaos: workers SIGKILLed mid-run while new ones join', () => {
   it('recovers every lost task; each result is finalized once', async () => {
-    const startedAt = Date.now();
-    world = await ChaosWorld.start({ secure });
+    const world = await chaos.world();
     await world.startBackend();
     await world.waitWorkersLive(
       Array.from({ length: FLEET }, () =>
-        world!.startWorker({ supervise: true, command: SLOW_ECHO }),
+        world.startWorker({ supervise: true, command: SLOW_ECHO }),
       ),
     );
     await world.submit(chaosRun('kill-workers', TASKS));
@@ -77,7 +62,7 @@ describe('chaos: workers SIGKILLed mid-run while new ones join', () => {
       // between them.
       const wave = await eventually(
         async () => {
-          const live = world!.workers.filter((w) => w.running);
+          const live = world.workers.filter((w) => w.running);
           const busy = await withChildren(new Set(live.map((w) => w.pid)));
           const first = live.find((w) => busy.has(w.pid));
           if (first === undefined) return false;
@@ -96,7 +81,7 @@ describe('chaos: workers SIGKILLed mid-run while new ones join', () => {
       await Promise.all(wave.map((v) => v.kill('SIGKILL')));
       // The newcomers join while the run goes on; the next wave may pick them.
       await world.waitWorkersLive(
-        wave.map(() => world!.startWorker({ supervise: true, command: SLOW_ECHO })),
+        wave.map(() => world.startWorker({ supervise: true, command: SLOW_ECHO })),
       );
     }
 
@@ -105,7 +90,7 @@ describe('chaos: workers SIGKILLed mid-run while new ones join', () => {
     // Every victim is declared Lost once its key expires (the run may end before the last).
     await eventually(
       async () => {
-        const states = await world!.workerStates();
+        const states = await world.workerStates();
         return victims.every((v) => states.get(v) === 'Lost');
       },
       { timeoutMs: 30_000, message: 'every victim Lost' },
@@ -113,7 +98,6 @@ describe('chaos: workers SIGKILLed mid-run while new ones join', () => {
     const report = await finishScenario(world, 'workers-killed', {
       faults,
       recovered: lostWorkRestarted,
-      startedAt,
     });
     expect(report.violations).toEqual([]);
     expect(report.stats.states).toEqual({ Succeeded: TASKS });

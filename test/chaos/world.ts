@@ -120,6 +120,8 @@ export class ChaosWorld {
    * learnt it at its next pulse, exited (DESIGN.md section 4), and its supervisor replaced it.
    */
   readonly fenced: string[] = [];
+  /** When this world started: a scenario's duration runs from here. */
+  readonly startedAt = Date.now();
   /** The run this world submitted last (for diagnostics). */
   runId: string | null = null;
   private stopping = false;

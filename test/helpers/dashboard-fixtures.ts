@@ -3,33 +3,15 @@
  * (port 0, any free port) with the dashboard mounted, and small fetch helpers.
  */
 import type { NatsConnection } from '@nats-io/transport-node';
-import { Backend } from '../../src/backend/backend.js';
-import type { Component } from '../../src/backend/backend.js';
-import type { BackendContext } from '../../src/backend/context.js';
 import { finalizerPool } from '../../src/backend/finalize/finalizer-pool.js';
 import type { FinalizerPoolOptions } from '../../src/backend/finalize/finalizer-pool.js';
-import { apiHandlers } from '../../src/backend/api/handlers/index.js';
 import { reconcilerLoop } from '../../src/backend/reconciler/reconciler-loop.js';
-import { loadConfig } from '../../src/config.js';
-import type { SonarConfig } from '../../src/config.js';
 import { dashboardComponent } from '../../src/http/dashboard/dashboard-component.js';
-import { HttpComponent } from '../../src/http/http-component.js';
+import { httpComponent } from '../../src/http/http-component.js';
 import type { Logger } from '../../src/log.js';
-import { silentLogger } from '../../src/log.js';
-import { createOutputStore } from '../../src/storage/create-output-store.js';
-import { NO_IMDS } from './worker-fixtures.js';
-import { freshPrefix } from './topology.js';
-
-export interface DashboardBackend {
-  backend: Backend;
-  ctx: BackendContext;
-  config: SonarConfig;
-  /** `http://127.0.0.1:<port>` */
-  url: string;
-  /** The environment a worker process needs to reach this backend's topology. */
-  env: Record<string, string>;
-  stop(): Promise<void>;
-}
+import { startBackend } from './test-backend.js';
+import type { TestBackend } from './test-backend.js';
+import { TEST_ENV } from './worker-fixtures.js';
 
 export interface DashboardBackendOptions {
   env?: Record<string, string>;
@@ -40,47 +22,27 @@ export interface DashboardBackendOptions {
 }
 
 /**
- * A Backend on a fresh prefix with the finalizer pool, optionally the reconciler, the
- * dashboard and the HTTP server: the same components `defaultParts` lists, in its order.
+ * A backend on a fresh prefix with the finalizer pool, optionally the reconciler, the
+ * dashboard and the HTTP server on any free port (its `url`): the same components
+ * `defaultParts` lists, in its order.
  */
-export async function startDashboardBackend(
+export const startDashboardBackend = (
   natsUrl: string,
   nc: NatsConnection,
   opts: DashboardBackendOptions = {},
-): Promise<DashboardBackend> {
-  const env = {
-    SONAR_NATS_URL: natsUrl,
-    SONAR_PREFIX: freshPrefix(),
-    SONAR_PULSE_INTERVAL: '200ms',
-    SONAR_PULSE_TTL: '2s',
-    SONAR_DRAIN_GRACE: '3s',
-    SONAR_IMDS_URL: NO_IMDS,
-    SONAR_HTTP_PORT: '0',
-    ...opts.env,
-  };
-  const config = loadConfig(env);
-  let http: HttpComponent | undefined;
-  const components: ((ctx: BackendContext) => Component)[] = [
-    finalizerPool(opts.finalizer),
-    ...(opts.reconciler ? [reconcilerLoop()] : []),
-    dashboardComponent(),
-    (ctx) => (http = new HttpComponent(ctx, 0)),
-  ];
-  const backend = await Backend.start({
-    config,
+): Promise<TestBackend> =>
+  startBackend({
+    url: natsUrl,
     nc,
-    log: opts.log ?? silentLogger,
-    parts: { handlers: apiHandlers, components, outputs: createOutputStore },
+    log: opts.log,
+    env: { ...TEST_ENV, SONAR_HTTP_PORT: '0', ...opts.env },
+    components: [
+      finalizerPool(opts.finalizer),
+      ...(opts.reconciler ? [reconcilerLoop()] : []),
+      dashboardComponent(),
+      httpComponent(),
+    ],
   });
-  return {
-    backend,
-    ctx: backend.ctx,
-    config,
-    url: http!.server.url,
-    env,
-    stop: () => backend.stop(),
-  };
-}
 
 /** The wire form of a refusal. */
 export interface ErrorReply {

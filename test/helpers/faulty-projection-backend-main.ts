@@ -7,13 +7,14 @@
  * (ProjectionLoop.start → EventStore.followEach → `closed`), the path a real failure takes.
  * The rest is what `sonar backend` runs (src/cli/commands/backend.ts).
  */
-import { Backend } from '../../src/backend/backend.js';
-import { defaultParts } from '../../src/default-parts.js';
 import { serveUntilSignal } from '../../src/backend/serve-until-signal.js';
-import { loadConfig } from '../../src/config.js';
+import { createLogger } from '../../src/log.js';
+import { startBackend } from './test-backend.js';
 
-const config = loadConfig(process.env);
-const backend = await Backend.start({ config, parts: defaultParts });
+const { backend, config } = await startBackend({
+  env: process.env,
+  log: createLogger({ component: 'backend' }),
+});
 process.once('SIGUSR2', () => {
   backend.ctx.loop.onApplied(() => {
     throw new Error('fault injected by SIGUSR2');

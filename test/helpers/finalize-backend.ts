@@ -1,46 +1,40 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { Names } from '../../streams/names.js';
 import type { Handlers } from '../../src/backend/api/index.js';
-import { Backend } from '../../src/backend/backend.js';
 import type { BackendContext } from '../../src/backend/context.js';
-import { FinalizerPool } from '../../src/backend/finalize/finalizer-pool.js';
+import { finalizerPool } from '../../src/backend/finalize/finalizer-pool.js';
 import type { FinalizerPoolOptions } from '../../src/backend/finalize/finalizer-pool.js';
-import { silentLogger } from '../../src/log.js';
 import type { OutputStore } from '../../src/storage/output-store.js';
-import { ObjOutputStore, testConfig } from './finalize-fixtures.js';
-
-export interface PoolBackend {
-  backend: Backend;
-  pool: FinalizerPool;
-  stop(): Promise<void>;
-}
+import { FINALIZE_TEST_ENV, objOutputs } from './finalize-fixtures.js';
+import { startBackend } from './test-backend.js';
+import type { TestBackend } from './test-backend.js';
 
 /**
- * A real Backend (projection loop, writer, topology) whose only component is a finalizer pool,
- * on the given connection, serving `handlers` (none by default). `env` overrides config (e.g. SONAR_FINALIZERS).
+ * A backend on `n`'s prefix whose only component is a finalizer pool (reach it with
+ * `component(FinalizerPool)`), serving `handlers` (none by default), its outputs in the test
+ * object store unless `outputStore` is given. `env` overrides config (e.g. SONAR_FINALIZERS).
  */
-export async function startPoolBackend(
+export const startPoolBackend = (
   nc: NatsConnection,
   url: string,
   n: Names,
-  opts: FinalizerPoolOptions & {
+  {
+    env,
+    outputStore,
+    handlers,
+    ...pool
+  }: FinalizerPoolOptions & {
     env?: Record<string, string>;
     outputStore?: OutputStore;
-    /** The API it serves (none by default). */
     handlers?: (ctx: BackendContext) => Handlers;
   } = {},
-): Promise<PoolBackend> {
-  const { env, outputStore, handlers, ...poolOpts } = opts;
-  let pool: FinalizerPool | undefined;
-  const backend = await Backend.start({
-    config: testConfig(url, n, env),
+): Promise<TestBackend> =>
+  startBackend({
+    url,
     nc,
-    log: silentLogger,
-    parts: {
-      handlers: handlers ?? (() => ({})),
-      components: [(ctx) => (pool = new FinalizerPool(ctx, poolOpts))],
-      outputs: async (c) => outputStore ?? (await ObjOutputStore.open(c, n)),
-    },
+    prefix: n.prefix,
+    env: { ...FINALIZE_TEST_ENV, ...env },
+    components: [finalizerPool(pool)],
+    handlers: handlers ?? 'none',
+    outputs: outputStore ?? objOutputs,
   });
-  return { backend, pool: pool!, stop: () => backend.stop() };
-}

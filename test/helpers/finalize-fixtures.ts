@@ -8,13 +8,13 @@ import type { ObjectStore } from '@nats-io/obj';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { SonarEvent } from '../../actors/events.js';
 import { EventStore } from '../../streams/event-store.js';
+import { names } from '../../streams/names.js';
 import type { Names } from '../../streams/names.js';
 import { enqueueFinalization } from '../../streams/queues.js';
 import type { FinalizeJob } from '../../streams/queues.js';
 import { EventWriter } from '../../src/backend/projection/event-writer.js';
 import type { Command } from '../../src/backend/projection/event-writer.js';
 import { ProjectionLoop } from '../../src/backend/projection/projection-loop.js';
-import { loadConfig } from '../../src/config.js';
 import type { SonarConfig } from '../../src/config.js';
 import { silentLogger } from '../../src/log.js';
 import { outputKey } from '../../src/storage/output-store.js';
@@ -43,15 +43,8 @@ export async function openWriter(nc: NatsConnection, n: Names): Promise<TestWrit
   return { store, loop, writer: new EventWriter(store, loop), stop: () => loop.stop() };
 }
 
-/** A backend config for a test: short lease, the topology's prefix. */
-export function testConfig(url: string, n: Names, env: Record<string, string> = {}): SonarConfig {
-  return loadConfig({
-    SONAR_NATS_URL: url,
-    SONAR_PREFIX: n.prefix,
-    SONAR_FINALIZE_LEASE: '2s',
-    ...env,
-  });
-}
+/** A finalization lease short enough that a lost job comes back within a test. */
+export const FINALIZE_TEST_ENV = { SONAR_FINALIZE_LEASE: '2s' } as const;
 
 const TOKEN_HASH = 'a'.repeat(64);
 const encoder = new TextEncoder();
@@ -240,6 +233,10 @@ export class ObjOutputStore implements OutputStore {
     await this.os.delete(ref);
   }
 }
+
+/** A backend's output store part: an {@link ObjOutputStore} on the backend's prefix. */
+export const objOutputs = (nc: NatsConnection, config: SonarConfig): Promise<OutputStore> =>
+  ObjOutputStore.open(nc, names(config.prefix));
 
 /** Counts operations in flight and remembers the most seen at once. */
 export class Gauge {

@@ -6,16 +6,13 @@
 import { Kvm } from '@nats-io/kv';
 import type { KV } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
-import type { SonarEvent } from '../../actors/events.js';
 import type { EventRecord } from '../../actors/projection.js';
-import { Backend } from '../../src/backend/backend.js';
 import type { BackendContext } from '../../src/backend/context.js';
-import { ReconcilerLoop } from '../../src/backend/reconciler/reconciler-loop.js';
+import { reconcilerLoop } from '../../src/backend/reconciler/reconciler-loop.js';
 import type { ReconcilerLoopOptions } from '../../src/backend/reconciler/reconciler-loop.js';
-import { loadConfig } from '../../src/config.js';
-import { silentLogger } from '../../src/log.js';
 import type { Logger } from '../../src/log.js';
-import type { OutputStore } from '../../src/storage/output-store.js';
+import { startBackend } from './test-backend.js';
+import type { TestBackend } from './test-backend.js';
 
 /** Seconds, not minutes: every judgement of DESIGN.md section 4 happens within a test. */
 export const FAST_ENV = {
@@ -28,56 +25,33 @@ export const FAST_ENV = {
   SONAR_FINALIZE_LEASE: '1s',
 } as const;
 
-export interface ReconcilerBackend {
-  backend: Backend;
-  ctx: BackendContext;
-  reconciler: ReconcilerLoop;
-  /** Appends an event through the backend's EventWriter (judged by the machine). */
-  append(subject: string, event: SonarEvent): Promise<number>;
-  stop(): Promise<void>;
-}
-
-/** A backend on `nc` and `prefix` whose one component is a ReconcilerLoop. */
-export async function startReconcilerBackend(
+/**
+ * A backend on `nc` and `prefix` whose one component is the reconciler loop (reach it with
+ * `component(ReconcilerLoop)`): no API, no outputs, {@link FAST_ENV} timings.
+ */
+export const startReconcilerBackend = (
   url: string,
   nc: NatsConnection,
   prefix: string,
-  opts: {
+  o: {
     env?: Record<string, string>;
     nodeId?: string;
     loop?: ReconcilerLoopOptions;
     log?: Logger;
   } = {},
-): Promise<ReconcilerBackend> {
-  const config = loadConfig({
-    SONAR_NATS_URL: url,
-    SONAR_PREFIX: prefix,
-    ...FAST_ENV,
-    ...opts.env,
-  });
-  let reconciler: ReconcilerLoop | undefined;
-  const backend = await Backend.start({
-    config,
+): Promise<TestBackend> =>
+  startBackend({
+    url,
     nc,
-    log: opts.log ?? silentLogger,
-    ...(opts.nodeId !== undefined && { nodeId: opts.nodeId }),
+    prefix,
+    env: { ...FAST_ENV, ...o.env },
+    nodeId: o.nodeId,
+    log: o.log,
     stopTimeoutMs: 2_000,
-    parts: {
-      handlers: () => ({}),
-      components: [(ctx) => (reconciler = new ReconcilerLoop(ctx, opts.loop))],
-      outputs: () => Promise.resolve({} as OutputStore),
-    },
+    components: [reconcilerLoop(o.loop)],
+    handlers: 'none',
+    outputs: 'none',
   });
-  const ctx = backend.ctx;
-  return {
-    backend,
-    ctx,
-    reconciler: reconciler!,
-    append: async (subject, event) =>
-      (await ctx.writer.write({ subject, type: event.type, data: event.data })).seq,
-    stop: () => backend.stop(),
-  };
-}
 
 /** `sonar_workers` of `prefix`, to put registry entries by hand. */
 export async function workersBucket(nc: NatsConnection, prefix: string): Promise<KV> {

@@ -4,13 +4,11 @@
  * It prints `sink write started <runId>.<taskId>` on stdout when a job reaches the sink,
  * and runs `serveUntilSignal`, the code `sonar backend` runs on SIGTERM.
  */
-import { Backend } from '../../src/backend/backend.js';
 import { finalizerPool } from '../../src/backend/finalize/finalizer-pool.js';
 import { serveUntilSignal } from '../../src/backend/serve-until-signal.js';
-import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/log.js';
-import { createOutputStore } from '../../src/storage/create-output-store.js';
 import type { ResultRecord, ResultsSink, UpsertOutcome } from '../../src/storage/results-sink.js';
+import { startBackend } from './test-backend.js';
 
 const SINK_WRITE_MS = 60_000;
 
@@ -22,15 +20,11 @@ const stuckSink: ResultsSink = {
   },
 };
 
-const config = loadConfig(process.env);
-const backend = await Backend.start({
-  config,
+const { backend, config } = await startBackend({
+  env: process.env,
   log: createLogger({ component: 'backend' }),
-  parts: {
-    handlers: () => ({}),
-    components: [finalizerPool({ sink: stuckSink, size: 1 })],
-    outputs: createOutputStore,
-  },
+  handlers: 'none',
+  components: [finalizerPool({ sink: stuckSink, size: 1 })],
 });
 process.stdout.write('backend started\n');
 await serveUntilSignal(backend, { graceMs: config.stopGraceMs });

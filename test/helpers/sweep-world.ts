@@ -1,83 +1,88 @@
 /**
- * Fixtures for the full sweep's tests: a real Backend on a fresh prefix with only
- * the components a test asks for, a sweep run on that backend's context (optionally with a
- * shifted clock: a day or a month later, without waiting), and events written by hand.
+ * Fixtures for the full sweep's tests: a backend on a fresh prefix with only the components a
+ * test asks for, and a sweep run on that backend's context (optionally with a shifted clock:
+ * a day or a month later, without waiting).
  */
 import type { NatsConnection } from '@nats-io/transport-node';
+import { afterEach } from 'vitest';
 import { ServerContact } from '../../src/backend/server-contact.js';
-import { Backend } from '../../src/backend/backend.js';
-import type { Component } from '../../src/backend/backend.js';
 import type { BackendContext } from '../../src/backend/context.js';
-import type { Handlers } from '../../src/backend/api/index.js';
-import type { Command } from '../../src/backend/projection/event-writer.js';
 import { FullSweep } from '../../src/backend/sweep/full-sweep.js';
 import type { FullSweepOptions, SweepReport } from '../../src/backend/sweep/full-sweep.js';
 import { silentLogger } from '../../src/log.js';
-import { ObjOutputStore, testConfig } from './finalize-fixtures.js';
-import { freshPrefix } from './topology.js';
-import { names } from '../../streams/names.js';
+import { objOutputs } from './finalize-fixtures.js';
+import type { ServerPerFile } from './server-per-file.js';
+import { startBackend } from './test-backend.js';
+import type { StartBackendOptions, TestBackend } from './test-backend.js';
 
-export interface SweepWorld {
-  backend: Backend;
-  ctx: BackendContext;
-  /** Writes one event through the backend's EventWriter (judged by the machine). */
-  write(subject: string, type: Command['type'], data: unknown): Promise<number>;
-  /**
-   * One full sweep on this backend's context, its clock `shiftMs` ahead; `steady: false`
-   * sweeps as a backend just back from an outage.
-   */
-  sweep(opts?: FullSweepOptions & { shiftMs?: number; steady?: boolean }): Promise<SweepReport>;
-  stop(): Promise<void>;
-}
+export const DAY_MS = 24 * 3_600_000;
 
-export async function startSweepWorld(
+/**
+ * A backend that runs `components` (none by default) and serves `handlers` (none by
+ * default), its outputs in the test object store; another of an existing world with its
+ * `prefix`.
+ */
+export const startSweepWorld = (
   nc: NatsConnection,
   url: string,
-  opts: {
-    env?: Record<string, string>;
-    components?: ((ctx: BackendContext) => Component)[];
-    nodeId?: string;
-    /** Another backend of an existing world: its prefix. */
-    prefix?: string;
-    /** The API it serves (none by default). */
-    handlers?: (ctx: BackendContext) => Handlers;
-  } = {},
-): Promise<SweepWorld> {
-  const n = names(opts.prefix ?? freshPrefix());
-  const backend = await Backend.start({
-    config: testConfig(url, n, { SONAR_FINALIZE_LEASE: '1s', ...opts.env }),
+  opts: Omit<StartBackendOptions, 'url' | 'nc'> = {},
+): Promise<TestBackend> =>
+  startBackend({
+    components: [],
+    handlers: 'none',
+    outputs: objOutputs,
+    ...opts,
+    url,
     nc,
-    log: silentLogger,
-    ...(opts.nodeId !== undefined && { nodeId: opts.nodeId }),
-    parts: {
-      handlers: opts.handlers ?? (() => ({})),
-      components: opts.components ?? [],
-      outputs: async (c) => ObjOutputStore.open(c, n),
-    },
+    env: { SONAR_FINALIZE_LEASE: '1s', ...opts.env },
   });
-  const ctx = backend.ctx;
-  return {
-    backend,
-    ctx,
-    write: async (subject, type, data) => (await ctx.writer.write({ subject, type, data })).seq,
-    sweep: async ({ shiftMs = 0, steady = true, ...sweepOpts } = {}) => {
-      const shifted: BackendContext = {
-        ...ctx,
-        now: () => Date.now() + shiftMs,
-        // As if in steady contact with the server for ever (the default), or just back
-        // from an outage (`steady: false`).
-        contact: new ServerContact(
-          nc,
-          ctx.jsm,
-          silentLogger,
-          undefined,
-          steady ? -Infinity : undefined,
-        ),
-      };
-      return (await FullSweep.open(shifted, sweepOpts)).run();
-    },
-    stop: () => backend.stop(),
+
+/**
+ * For a file with one server: starts a sweep world on it per call, and stops every one
+ * started after each test.
+ */
+export function sweepWorldsPerTest(
+  nats: ServerPerFile,
+): (opts?: Omit<StartBackendOptions, 'url' | 'nc'>) => Promise<TestBackend> {
+  const started: TestBackend[] = [];
+  afterEach(async () => {
+    await Promise.all(started.splice(0).map((w) => w.stop()));
+  });
+  return async (opts) => {
+    const w = await startSweepWorld(nats.nc, nats.server.url, opts);
+    started.push(w);
+    return w;
   };
 }
 
-export const DAY_MS = 24 * 3_600_000;
+/**
+ * One full sweep on `w`'s context, its clock `shiftMs` ahead; `steady: false` sweeps as a
+ * backend just back from an outage.
+ */
+export async function sweepNow(
+  w: TestBackend,
+  {
+    shiftMs = 0,
+    steady = true,
+    ...sweepOpts
+  }: FullSweepOptions & {
+    shiftMs?: number;
+    steady?: boolean;
+  } = {},
+): Promise<SweepReport> {
+  const { ctx } = w;
+  const shifted: BackendContext = {
+    ...ctx,
+    now: () => Date.now() + shiftMs,
+    // As if in steady contact with the server for ever (the default), or just back from an
+    // outage (`steady: false`).
+    contact: new ServerContact(
+      ctx.nc,
+      ctx.jsm,
+      silentLogger,
+      undefined,
+      steady ? -Infinity : undefined,
+    ),
+  };
+  return (await FullSweep.open(shifted, sweepOpts)).run();
+}

@@ -1,7 +1,7 @@
 /**
  * Fixtures for the worker and API tests: an in-process backend with the default
  * parts on a fresh prefix, worker processes (`node bin/sonar.js worker ...`), run files, and
- * dispatching by hand (the reconciler is another issue: tests publish with `dispatchTask`).
+ * dispatching by hand (no reconciler unless asked for: tests publish with `dispatchTask`).
  */
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
@@ -9,20 +9,14 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { EventRecord, TaskSnapshot } from '../../actors/projection.js';
-import { Backend } from '../../src/backend/backend.js';
-import type { BackendParts } from '../../src/backend/backend.js';
 import type { BackendContext } from '../../src/backend/context.js';
 import { defaultParts } from '../../src/default-parts.js';
 import { finalizerPool } from '../../src/backend/finalize/finalizer-pool.js';
-import { apiHandlers } from '../../src/backend/api/handlers/index.js';
 import { dispatchTask } from '../../src/backend/reconciler/dispatch.js';
 import type { Dispatched } from '../../src/backend/reconciler/dispatch.js';
-import { loadConfig } from '../../src/config.js';
-import type { SonarConfig } from '../../src/config.js';
-import { silentLogger } from '../../src/log.js';
-import { createOutputStore } from '../../src/storage/create-output-store.js';
 import type { RunFile } from '../../src/protocol.js';
-import { freshPrefix } from './topology.js';
+import { startBackend } from './test-backend.js';
+import type { TestBackend } from './test-backend.js';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const SONAR_BIN = join(ROOT, 'bin', 'sonar.js');
@@ -30,17 +24,8 @@ export const SONAR_BIN = join(ROOT, 'bin', 'sonar.js');
 /** Nothing listens here: spot auto-detection fails at once. */
 export const NO_IMDS = 'http://127.0.0.1:9';
 
-export interface TestBackend {
-  backend: Backend;
-  ctx: BackendContext;
-  config: SonarConfig;
-  /** The environment a worker process needs to reach this backend's topology. */
-  env: Record<string, string>;
-  stop(): Promise<void>;
-}
-
 /** Short pulses, so that tests about liveness take seconds, not minutes. */
-const TEST_ENV = {
+export const TEST_ENV = {
   SONAR_PULSE_INTERVAL: '200ms',
   SONAR_PULSE_TTL: '2s',
   SONAR_DRAIN_GRACE: '3s',
@@ -48,35 +33,22 @@ const TEST_ENV = {
 } as const;
 
 /**
- * The default parts without the reconciler loop: these tests publish by hand with
- * `dispatchTask`, deterministically; a reconciler would race them.
+ * A backend on a fresh prefix, on `nc`: the production parts minus the reconciler loop (these
+ * tests publish by hand with `dispatchTask`, deterministically; a reconciler would race
+ * them), or with `reconciler: true` all of them (end-to-end tests).
  */
-const handDispatchParts: BackendParts = {
-  handlers: apiHandlers,
-  components: [finalizerPool()],
-  outputs: createOutputStore,
-};
-
-/**
- * A Backend on a fresh prefix, on `nc`: the default parts minus the reconciler, or with
- * `reconciler: true` all of them (end-to-end tests).
- */
-export async function startTestBackend(
+export const startTestBackend = (
   url: string,
   nc: NatsConnection,
   env: Record<string, string> = {},
   opts: { reconciler?: boolean } = {},
-): Promise<TestBackend> {
-  const all = { SONAR_NATS_URL: url, SONAR_PREFIX: freshPrefix(), ...TEST_ENV, ...env };
-  const config = loadConfig(all);
-  const backend = await Backend.start({
-    config,
-    parts: opts.reconciler ? defaultParts : handDispatchParts,
+): Promise<TestBackend> =>
+  startBackend({
+    url,
     nc,
-    log: silentLogger,
+    env: { ...TEST_ENV, ...env },
+    components: opts.reconciler ? defaultParts.components : [finalizerPool()],
   });
-  return { backend, ctx: backend.ctx, config, env: all, stop: () => backend.stop() };
-}
 
 /** A run file: one step per entry, `count` tasks each (`t0`...), all tasks with `command`. */
 export function runFileOf(

@@ -1,5 +1,5 @@
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { dispatchTask } from '../../src/backend/reconciler/dispatch.js';
 import { Kvm } from '@nats-io/kv';
 import { retryDelayMs } from '../../src/backend/api/handlers/worker-handlers.js';
@@ -7,21 +7,16 @@ import { maxSlotsFor } from '../../src/pulse-size.js';
 import { SonarClient } from '../../src/client/client.js';
 import type { DispatchMessage } from '../../src/protocol.js';
 import { ApiClient } from '../../src/worker/api-client.js';
+import { backendPerTest } from '../helpers/backend-per-test.js';
 import { serverPerFile } from '../helpers/server-per-file.js';
-import { eventsOf, runFileOf, startTestBackend, taskOf } from '../helpers/worker-fixtures.js';
-import type { TestBackend } from '../helpers/worker-fixtures.js';
+import { eventsOf, runFileOf, taskOf } from '../helpers/worker-fixtures.js';
 
 const nats = serverPerFile();
-let tb: TestBackend | undefined;
-
-afterEach(async () => {
-  await tb?.stop();
-  tb = undefined;
-});
+const backends = backendPerTest(nats);
 
 /** A backend, a submitted run `r1` (tasks t0, t1 on tag `a`), and a joined worker `w1`. */
 async function world(env: Record<string, string> = {}) {
-  tb = await startTestBackend(nats.server.url, nats.nc, env);
+  const tb = await backends.start(env);
   const { ctx } = tb;
   const n = ctx.names;
   const client = new SonarClient(nats.nc, { prefix: n.prefix });

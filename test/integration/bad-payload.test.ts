@@ -13,7 +13,7 @@ import { requestSchemas } from '../../src/protocol.js';
 import type { Verb } from '../../src/protocol.js';
 import { serverPerFile } from '../helpers/server-per-file.js';
 import { startTestBackend } from '../helpers/worker-fixtures.js';
-import type { TestBackend } from '../helpers/worker-fixtures.js';
+import type { TestBackend } from '../helpers/test-backend.js';
 
 const nats = serverPerFile();
 let tb: TestBackend;

@@ -1,19 +1,13 @@
-import { spawn } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunFile } from '../../src/protocol.js';
 import { eventually } from '../helpers/eventually.js';
+import { runSonar } from '../helpers/sonar-process.js';
 import { serverPerFile } from '../helpers/server-per-file.js';
-import {
-  killWorkers,
-  ROOT,
-  SONAR_BIN,
-  spawnWorker,
-  startTestBackend,
-} from '../helpers/worker-fixtures.js';
-import type { TestBackend } from '../helpers/worker-fixtures.js';
+import { killWorkers, spawnWorker, startTestBackend } from '../helpers/worker-fixtures.js';
+import type { TestBackend } from '../helpers/test-backend.js';
 
 const nats = serverPerFile();
 let tb: TestBackend;
@@ -35,19 +29,11 @@ afterAll(async () => {
 });
 
 /** Runs `sonar <args>` against the test backend; never blocks this process's event loop. */
-function sonar(...args: string[]): Promise<{ code: number | null; out: string; err: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [SONAR_BIN, ...args], {
-      cwd: ROOT,
-      env: { ...process.env, ...tb.env, NO_COLOR: '1' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (c: Buffer) => (out += c.toString()));
-    child.stderr.on('data', (c: Buffer) => (err += c.toString()));
-    child.once('exit', (code) => resolve({ code, out, err }));
-  });
+async function sonar(
+  ...args: string[]
+): Promise<{ code: number | null; out: string; err: string }> {
+  const r = await runSonar('sonar', args, { ...tb.env, NO_COLOR: '1' });
+  return { code: r.code, out: r.stdout, err: r.stderr };
 }
 
 async function runFile(file: RunFile): Promise<string> {

@@ -10,7 +10,7 @@ import type { RunDetail, RunSummary, StepView } from '../../src/http/dashboard/v
 import type { TaskView } from '../../src/http/dashboard/views/task-view.js';
 import { createLogger } from '../../src/log.js';
 import { call, startDashboardBackend } from '../helpers/dashboard-fixtures.js';
-import type { DashboardBackend } from '../helpers/dashboard-fixtures.js';
+import type { TestBackend } from '../helpers/test-backend.js';
 import { eventually } from '../helpers/eventually.js';
 import { serverPerFile } from '../helpers/server-per-file.js';
 
@@ -18,8 +18,8 @@ const HOSTILE = '<img src=x onerror=alert(1)>';
 const TOKEN = 'dashboard-test-token-0123456789';
 
 const nats = serverPerFile();
-let open: DashboardBackend;
-let locked: DashboardBackend;
+let open: TestBackend;
+let locked: TestBackend;
 const logLines: string[] = [];
 
 beforeAll(async () => {
@@ -40,7 +40,7 @@ afterAll(async () => {
  * Run `r1`: step `a` (tasks t0, t1) and step `b` after `a` (t2). t0 is published, started on
  * worker w1 and fails for good with a hostile error; t1 stays Pending; step a is starved.
  */
-async function seed(b: DashboardBackend): Promise<void> {
+async function seed(b: TestBackend): Promise<void> {
   const { ctx } = b;
   const client = new SonarClient(nats.nc, { prefix: ctx.names.prefix });
   await client.submit({

@@ -12,7 +12,7 @@ import { SonarClient } from '../../src/client/client.js';
 import type { ResultsSink } from '../../src/storage/results-sink.js';
 import { ensureChromium, launchChromium } from '../helpers/chromium.js';
 import { startDashboardBackend } from '../helpers/dashboard-fixtures.js';
-import type { DashboardBackend } from '../helpers/dashboard-fixtures.js';
+import type { TestBackend } from '../helpers/test-backend.js';
 import { eventually } from '../helpers/eventually.js';
 import { serverPerFile } from '../helpers/server-per-file.js';
 import { ROOT, killWorkers, spawnWorker } from '../helpers/worker-fixtures.js';
@@ -22,7 +22,7 @@ const UI_TIMEOUT = 30_000;
 
 let skipReason: string | null = null;
 const nats = serverPerFile();
-let b: DashboardBackend;
+let b: TestBackend;
 let client: SonarClient;
 let browser: Browser;
 let page: Page;

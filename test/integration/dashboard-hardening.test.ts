@@ -7,7 +7,7 @@
 import { request } from 'node:http';
 import { afterAll, describe, expect, it } from 'vitest';
 import { call, startDashboardBackend } from '../helpers/dashboard-fixtures.js';
-import type { DashboardBackend } from '../helpers/dashboard-fixtures.js';
+import type { TestBackend } from '../helpers/test-backend.js';
 import { eventually } from '../helpers/eventually.js';
 import { serverPerFile } from '../helpers/server-per-file.js';
 import { spawnSonar } from '../helpers/sonar-process.js';
@@ -16,13 +16,13 @@ import { freshPrefix } from '../helpers/topology.js';
 const TOKEN = 'hardening-test-token-0123456789';
 
 const nats = serverPerFile();
-const started: DashboardBackend[] = [];
+const started: TestBackend[] = [];
 
 afterAll(async () => {
   for (const b of started) await b.stop();
 });
 
-async function backend(env: Record<string, string>): Promise<DashboardBackend> {
+async function backend(env: Record<string, string>): Promise<TestBackend> {
   const b = await startDashboardBackend(nats.server.url, nats.nc, { env });
   started.push(b);
   return b;
@@ -35,7 +35,7 @@ const form = (fields: Record<string, string>, headers: Record<string, string> = 
 });
 
 /** Logs in on `b`; returns the whole Set-Cookie value. */
-async function login(b: DashboardBackend, headers: Record<string, string> = {}): Promise<string> {
+async function login(b: TestBackend, headers: Record<string, string> = {}): Promise<string> {
   const res = await call(`${b.url}/login`, form({ token: TOKEN, next: '/runs' }, headers));
   expect(res.status).toBe(303);
   expect(res.headers.get('location')).toBe('/runs');
@@ -102,7 +102,7 @@ describe('dashboard sessions in the shared bucket', () => {
 });
 
 describe('failed logins', () => {
-  const fail = (b: DashboardBackend, headers: Record<string, string>) =>
+  const fail = (b: TestBackend, headers: Record<string, string>) =>
     call(`${b.url}/login`, form({ token: 'wrong', next: '/' }, headers));
 
   it('the 11th failure within a minute from one address is 429; another address logs in', async () => {

@@ -1,10 +1,11 @@
+import { FinalizerPool } from '../../src/backend/finalize/finalizer-pool.js';
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KvResultsSink } from '../../src/storage/results-sink.js';
 import { eventually } from '../helpers/eventually.js';
 import { startPoolBackend } from '../helpers/finalize-backend.js';
-import type { PoolBackend } from '../helpers/finalize-backend.js';
+import type { TestBackend } from '../helpers/test-backend.js';
 import {
   Gauge,
   InstrumentedOutputs,
@@ -89,7 +90,7 @@ describe('bounded concurrency', () => {
       // The bound is reached, not just respected: the pool does run 4 at once.
       expect(one.io.max).toBe(4);
       expect(one.outputs.reads.max).toBeGreaterThan(0);
-      expect(b.pool.stats.finalized).toBe(TOTAL);
+      expect(b.component(FinalizerPool).stats.finalized).toBe(TOTAL);
     } finally {
       await b.stop();
       await w.stop();
@@ -111,7 +112,7 @@ describe('bounded concurrency', () => {
       stored,
     });
     const env = { SONAR_FINALIZERS: '4', SONAR_FINALIZE_LEASE: '5s' };
-    const backends: PoolBackend[] = [
+    const backends: TestBackend[] = [
       await startPoolBackend(nc1, server.url, n, { sink: a.sink, outputStore: a.outputs, env }),
       await startPoolBackend(nc2, server.url, n, { sink: b.sink, outputStore: b.outputs, env }),
     ];
@@ -125,13 +126,16 @@ describe('bounded concurrency', () => {
       console.log(
         `two pools of 4: ${TOTAL} jobs in ${s.toFixed(1)} s (${(TOTAL / s).toFixed(0)}/s); ` +
           `max at once: all ${all.max}, backend A ${a.io.max}, backend B ${b.io.max}; ` +
-          `jobs A ${backends[0]!.pool.stats.finalized}, B ${backends[1]!.pool.stats.finalized}`,
+          `jobs A ${backends[0]!.component(FinalizerPool).stats.finalized}, B ${backends[1]!.component(FinalizerPool).stats.finalized}`,
       );
       expect(all.max).toBeLessThanOrEqual(8);
       expect(a.io.max).toBeLessThanOrEqual(4);
       expect(b.io.max).toBeLessThanOrEqual(4);
       expect(all.max).toBeGreaterThan(4);
-      expect(backends[0]!.pool.stats.finalized + backends[1]!.pool.stats.finalized).toBe(TOTAL);
+      expect(
+        backends[0]!.component(FinalizerPool).stats.finalized +
+          backends[1]!.component(FinalizerPool).stats.finalized,
+      ).toBe(TOTAL);
     } finally {
       for (const x of backends) await x.stop();
       await w.stop();

@@ -12,7 +12,7 @@ import { apiHandlers } from '../../src/backend/api/handlers/index.js';
 import { KvResultsSink } from '../../src/storage/results-sink.js';
 import { eventually } from '../helpers/eventually.js';
 import { startPoolBackend } from '../helpers/finalize-backend.js';
-import type { PoolBackend } from '../helpers/finalize-backend.js';
+import type { TestBackend } from '../helpers/test-backend.js';
 import {
   InstrumentedSink,
   enqueueAll,
@@ -29,7 +29,7 @@ const run = promisify(execFile);
 const nats = serverPerFile();
 let n: Names;
 let w: TestWriter;
-let b: PoolBackend;
+let b: TestBackend;
 let sink: InstrumentedSink;
 /** The cause of the poison: a results database that refuses writes until it is fixed. */
 let broken = true;

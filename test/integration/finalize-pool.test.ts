@@ -1,3 +1,4 @@
+import { FinalizerPool } from '../../src/backend/finalize/finalizer-pool.js';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { describe, expect, it } from 'vitest';
 import { enqueueFinalization } from '../../streams/queues.js';
@@ -79,7 +80,7 @@ describe('finalizer pool', () => {
       // A new msg id gets past the 2-min dedupe window, as a late re-enqueue would.
       await enqueueFinalization(jetstream(nats.nc), s.n, job!, 7);
       await eventually(async () => (await finalizeStreamMessages(s.n.streams.finalize)) === 0);
-      await eventually(() => s.b.pool.stats.stale === 1);
+      await eventually(() => s.b.component(FinalizerPool).stats.stale === 1);
       expect(s.sink.callsFor('r1.t1')).toHaveLength(1);
       const events = await s.w.store.readAggregate(s.n.subjects.task('r1', 't1'));
       expect(events.filter((e) => e.type === 'TaskFinalized')).toHaveLength(1);
@@ -116,7 +117,7 @@ describe('finalizer pool', () => {
       const js = jetstream(nats.nc);
       // While a2 runs: the a1 job is dropped.
       await enqueueFinalization(js, s.n, oldJob);
-      await eventually(() => s.b.pool.stats.stale === 1);
+      await eventually(() => s.b.component(FinalizerPool).stats.stale === 1);
       expect(stateOf(s.w.loop, 'r1', 't1')).toBe('Running');
       // a2 is accepted; its job and another late a1 job race.
       await task('TaskResultAccepted', {
@@ -136,7 +137,7 @@ describe('finalizer pool', () => {
       // And one more after the task succeeded.
       await enqueueFinalization(js, s.n, oldJob, 2);
       await eventually(async () => (await finalizeStreamMessages(s.n.streams.finalize)) === 0);
-      await eventually(() => s.b.pool.stats.stale === 3);
+      await eventually(() => s.b.component(FinalizerPool).stats.stale === 3);
       expect(s.sink.calls.map((c) => c.attemptId)).toEqual(['a2']);
       expect(await s.kv.get('r1', 't1')).toMatchObject({ attemptId: 'a2', json: { from: 'a2' } });
       const events = await s.w.store.readAggregate(s.n.subjects.task('r1', 't1'));

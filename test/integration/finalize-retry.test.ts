@@ -6,7 +6,7 @@ import type { PoisonRecord } from '../../src/backend/finalize/poisoner.js';
 import { KvResultsSink } from '../../src/storage/results-sink.js';
 import { eventually } from '../helpers/eventually.js';
 import { startPoolBackend } from '../helpers/finalize-backend.js';
-import type { PoolBackend } from '../helpers/finalize-backend.js';
+import type { TestBackend } from '../helpers/test-backend.js';
 import {
   InstrumentedSink,
   countIn,
@@ -37,7 +37,7 @@ async function lastPoison(n: Names, runId: string, taskId: string): Promise<Pois
 
 describe('finalizer retries', () => {
   let w: TestWriter | undefined;
-  let b: PoolBackend | undefined;
+  let b: TestBackend | undefined;
 
   const cleanup = async () => {
     await b?.stop();

@@ -4,7 +4,7 @@
  * stream read; a connection's coalesced writes keep their order across a server restart.
  */
 import { connect } from '@nats-io/transport-node';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { SonarClient } from '../../src/client/client.js';
 import { runFileHash, validateRunFile } from '../../src/run-file.js';
 import { syncRecent } from '../../src/backend/api/handlers/sync.js';
@@ -12,21 +12,16 @@ import { connectNats } from '../../src/nats.js';
 import { coalesceWrites, inboxPrefixOf } from '../../streams/nats-internals.js';
 import { ApiClient } from '../../src/worker/api-client.js';
 import { eventually } from '../helpers/eventually.js';
+import { backendPerTest } from '../helpers/backend-per-test.js';
 import { serverPerFile } from '../helpers/server-per-file.js';
-import { runFileOf, startTestBackend } from '../helpers/worker-fixtures.js';
-import type { TestBackend } from '../helpers/worker-fixtures.js';
+import { runFileOf } from '../helpers/worker-fixtures.js';
 
 const nats = serverPerFile();
-let tb: TestBackend | undefined;
-
-afterEach(async () => {
-  await tb?.stop();
-  tb = undefined;
-});
+const backends = backendPerTest(nats);
 
 describe('submit.begin without a stream scan', () => {
   it('two different files racing for one runId: never both accepted', async () => {
-    tb = await startTestBackend(nats.server.url, nats.nc);
+    const tb = await backends.start();
     const api = new ApiClient(nats.nc, tb.ctx.names, { retryForMs: 0 });
     const begin = (stepId: string) => {
       const file = validateRunFile(runFileOf('race', [{ id: stepId, tags: ['a'], count: 1 }]), {
@@ -48,7 +43,7 @@ describe('submit.begin without a stream scan', () => {
   });
 
   it('a cut-short submit of the same file completes; commit lists steps in file order', async () => {
-    tb = await startTestBackend(nats.server.url, nats.nc);
+    const tb = await backends.start();
     const client = new SonarClient(nats.nc, { prefix: tb.ctx.names.prefix });
     const file = runFileOf('r1', [
       { id: 'first', tags: ['a'], count: 2 },
@@ -63,7 +58,7 @@ describe('submit.begin without a stream scan', () => {
 
 describe('syncRecent', () => {
   it('calls that arrive together share one read; a call after it started gets its own', async () => {
-    tb = await startTestBackend(nats.server.url, nats.nc);
+    const tb = await backends.start();
     const { ctx } = tb;
     // The stream's end is read through the event store's own manager (EventStore.endSeq).
     const jsm = await ctx.store.jsm();

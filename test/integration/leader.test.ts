@@ -1,3 +1,4 @@
+import { ReconcilerLoop } from '../../src/backend/reconciler/reconciler-loop.js';
 import { describe, it, expect } from 'vitest';
 import { Kvm } from '@nats-io/kv';
 import { connect } from '@nats-io/transport-node';
@@ -85,25 +86,28 @@ describe('reconciler failover', () => {
     const ncA = await connect({ servers: nats.server.url });
     const ncB = await connect({ servers: nats.server.url });
     const a = await startReconcilerBackend(nats.server.url, ncA, prefix, { nodeId: 'node-a' });
-    await eventually(() => a.reconciler.isLeader(), { message: 'a leads' });
+    await eventually(() => a.component(ReconcilerLoop).isLeader(), { message: 'a leads' });
     const b = await startReconcilerBackend(nats.server.url, ncB, prefix, { nodeId: 'node-b' });
     try {
       // Several ticks: b stays standby while a renews.
       await new Promise((r) => setTimeout(r, 600));
-      expect(b.reconciler.isLeader()).toBe(false);
-      expect(a.reconciler.isLeader()).toBe(true);
+      expect(b.component(ReconcilerLoop).isLeader()).toBe(false);
+      expect(a.component(ReconcilerLoop).isLeader()).toBe(true);
 
       // a dies (its connection is gone: no renewal, no writes).
       const killedAt = performance.now();
       await ncA.close();
       const { lockTtlMs, tickMs } = b.ctx.config;
-      await eventually(() => b.reconciler.isLeader(), { intervalMs: 10, timeoutMs: 5_000 });
+      await eventually(() => b.component(ReconcilerLoop).isLeader(), {
+        intervalMs: 10,
+        timeoutMs: 5_000,
+      });
       const tookMs = performance.now() - killedAt;
       console.log(
         `failover took ${Math.round(tookMs)} ms (lock TTL ${lockTtlMs} ms, tick ${tickMs} ms)`,
       );
       expect(tookMs).toBeLessThan(lockTtlMs + tickMs + 250);
-      expect(a.reconciler.isLeader()).toBe(false);
+      expect(a.component(ReconcilerLoop).isLeader()).toBe(false);
 
       // The new term is recorded (appended just after the lock is won).
       const elected = await eventually(async () => {

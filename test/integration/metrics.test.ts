@@ -1,20 +1,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Backend } from '../../src/backend/backend.js';
-import type { Component } from '../../src/backend/backend.js';
-import type { BackendContext } from '../../src/backend/context.js';
-import { defaultParts } from '../../src/default-parts.js';
+import type { Backend } from '../../src/backend/backend.js';
 import { finalizerPool } from '../../src/backend/finalize/finalizer-pool.js';
 import { reconcilerLoop } from '../../src/backend/reconciler/reconciler-loop.js';
 import { SonarClient } from '../../src/client/client.js';
-import { loadConfig } from '../../src/config.js';
 import { HttpComponent, httpComponent } from '../../src/http/http-component.js';
 import { sendJson } from '../../src/http/server.js';
-import { silentLogger } from '../../src/log.js';
 import { createWorker } from '../../src/worker/worker.js';
 import type { Worker } from '../../src/worker/worker.js';
 import { eventually } from '../helpers/eventually.js';
 import { serverPerFile } from '../helpers/server-per-file.js';
-import { freshPrefix } from '../helpers/topology.js';
+import { startBackend } from '../helpers/test-backend.js';
 
 const nats = serverPerFile();
 let backend: Backend;
@@ -22,42 +17,37 @@ let http: HttpComponent;
 let worker: Worker;
 
 beforeAll(async () => {
-  const config = loadConfig({
-    SONAR_NATS_URL: nats.server.url,
-    SONAR_PREFIX: freshPrefix(),
-    SONAR_PULSE_INTERVAL: '200ms',
-    SONAR_PULSE_TTL: '2s',
-    SONAR_TICK: '500ms',
-    SONAR_LOCK_TTL: '2s',
-    SONAR_HTTP_PORT: '0',
-  });
-  backend = await Backend.start({
-    config,
+  const tb = await startBackend({
+    url: nats.server.url,
     nc: nats.nc,
-    log: silentLogger,
-    parts: {
-      ...defaultParts,
-      // The reconciler and finalizers, plus an http component we can ask for its port.
-      components: [
-        finalizerPool(),
-        reconcilerLoop(),
-        (ctx: BackendContext): Component =>
-          (http = new HttpComponent(ctx, 0, {
-            routes: [
-              (s) =>
-                s.route('GET', '/extra/', (_req, res, url) =>
-                  sendJson(res, 200, { path: url.pathname }),
-                ),
-            ],
-          })),
-      ],
+    env: {
+      SONAR_PULSE_INTERVAL: '200ms',
+      SONAR_PULSE_TTL: '2s',
+      SONAR_TICK: '500ms',
+      SONAR_LOCK_TTL: '2s',
+      SONAR_HTTP_PORT: '0',
     },
+    // The reconciler and finalizers, plus an http component with a route of its own.
+    components: [
+      finalizerPool(),
+      reconcilerLoop(),
+      httpComponent({
+        routes: [
+          (s) =>
+            s.route('GET', '/extra/', (_req, res, url) =>
+              sendJson(res, 200, { path: url.pathname }),
+            ),
+        ],
+      }),
+    ],
   });
+  backend = tb.backend;
+  http = tb.component(HttpComponent);
   worker = createWorker({
     tags: ['a'],
     slots: 2,
     nc: nats.nc,
-    prefix: config.prefix,
+    prefix: backend.ctx.config.prefix,
     spot: false,
     handler: (input) => JSON.stringify(input ?? null),
   });

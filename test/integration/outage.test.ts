@@ -9,18 +9,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect } from '@nats-io/transport-node';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Backend } from '../../src/backend/backend.js';
+import type { Backend } from '../../src/backend/backend.js';
 import { finalizerPool } from '../../src/backend/finalize/finalizer-pool.js';
-import { apiHandlers } from '../../src/backend/api/handlers/index.js';
 import { reconcilerLoop } from '../../src/backend/reconciler/reconciler-loop.js';
-import { loadConfig } from '../../src/config.js';
-import { HttpComponent } from '../../src/http/http-component.js';
-import { silentLogger } from '../../src/log.js';
-import { createOutputStore } from '../../src/storage/create-output-store.js';
+import { httpComponent } from '../../src/http/http-component.js';
 import { eventually } from '../helpers/eventually.js';
 import { startNatsServer } from '../helpers/nats-server.js';
 import type { NatsServer } from '../helpers/nats-server.js';
-import { freshPrefix } from '../helpers/topology.js';
+import { startBackend } from '../helpers/test-backend.js';
 import { NO_IMDS, eventsOf, killWorkers, spawnWorker } from '../helpers/worker-fixtures.js';
 import type { WorkerProcess } from '../helpers/worker-fixtures.js';
 
@@ -39,35 +35,24 @@ afterEach(async () => {
 });
 
 /** A backend that owns its connection (so it reconnects as in production), with HTTP. */
-async function startBackend(env: Record<string, string>, reconciler = false) {
-  let http: HttpComponent | undefined;
-  const config = loadConfig({ SONAR_PREFIX: freshPrefix(), SONAR_IMDS_URL: NO_IMDS, ...env });
-  backend = await Backend.start({
-    config,
-    log: silentLogger,
-    parts: {
-      handlers: apiHandlers,
-      outputs: createOutputStore,
-      components: [
-        ...(reconciler ? [reconcilerLoop()] : []),
-        finalizerPool(),
-        (ctx) => (http = new HttpComponent(ctx, 0)),
-      ],
-    },
+async function startOwnBackend(env: Record<string, string>, reconciler = false) {
+  const tb = await startBackend({
+    env: { SONAR_IMDS_URL: NO_IMDS, SONAR_HTTP_PORT: '0', ...env },
+    components: [...(reconciler ? [reconcilerLoop()] : []), finalizerPool(), httpComponent()],
   });
+  backend = tb.backend;
   const get = async (path: string) => {
-    const r = await fetch(`http://127.0.0.1:${http!.server.port}${path}`);
+    const r = await fetch(`${tb.url}${path}`);
     return { status: r.status, body: (await r.json()) as Record<string, unknown> };
   };
-  const text = async (path: string) =>
-    (await fetch(`http://127.0.0.1:${http!.server.port}${path}`)).text();
-  return { backend, config, get, text };
+  const text = async (path: string) => (await fetch(`${tb.url}${path}`)).text();
+  return { backend, get, text };
 }
 
 describe('a NATS outage', () => {
   it('makes /readyz false and leaves /healthz true; /readyz is true again within 10 s of the return', async () => {
     server = await startNatsServer();
-    const { get, text } = await startBackend({ SONAR_NATS_URL: server.url });
+    const { get, text } = await startOwnBackend({ SONAR_NATS_URL: server.url });
     await eventually(async () => (await get('/readyz')).status === 200, { message: 'ready' });
     await server.kill('SIGKILL');
     await eventually(async () => (await get('/readyz')).status === 503, {
@@ -94,7 +79,7 @@ describe('a NATS outage', () => {
 
   it('does not make the reconciler declare Lost a worker whose key expired meanwhile', async () => {
     server = await startNatsServer();
-    const { backend: b } = await startBackend(
+    const { backend: b } = await startOwnBackend(
       {
         SONAR_NATS_URL: server.url,
         SONAR_PULSE_INTERVAL: '500ms',
@@ -150,7 +135,7 @@ describe('a NATS outage', () => {
 describe('an outage while a worker starts', () => {
   it('is waited out: the worker warns on each try and joins once the server answers again', async () => {
     server = await startNatsServer();
-    const { backend: b } = await startBackend({ SONAR_NATS_URL: server.url });
+    const { backend: b } = await startOwnBackend({ SONAR_NATS_URL: server.url });
     const ctx = b.ctx;
     const nc = await connect({ servers: server.url });
     try {
@@ -216,7 +201,7 @@ describe('a connection the server refused for good', () => {
       `authorization { users: [ { user: sonar, password: ${password} } ] }\n`;
     await writeFile(conf, configWith('first'));
     server = await startNatsServer({ config: conf, storeDir: join(dir, 'js') });
-    const { get } = await startBackend({
+    const { get } = await startOwnBackend({
       SONAR_NATS_URL: server.url,
       SONAR_NATS_USER: 'sonar',
       SONAR_NATS_PASSWORD: 'first',

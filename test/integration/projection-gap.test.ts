@@ -12,7 +12,7 @@ import type { Logger } from '../../src/log.js';
 import { eventually } from '../helpers/eventually.js';
 import { serverPerFile } from '../helpers/server-per-file.js';
 import { startTestBackend } from '../helpers/worker-fixtures.js';
-import type { TestBackend } from '../helpers/worker-fixtures.js';
+import type { TestBackend } from '../helpers/test-backend.js';
 
 const nats = serverPerFile();
 let tb: TestBackend | undefined;

@@ -1,3 +1,4 @@
+import { ReconcilerLoop } from '../../src/backend/reconciler/reconciler-loop.js';
 import { describe, it, expect, beforeEach, afterEach } from 'vitest';
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { KV } from '@nats-io/kv';
@@ -19,7 +20,7 @@ import {
   startReconcilerBackend,
   workersBucket,
 } from '../helpers/reconciler-backend.js';
-import type { ReconcilerBackend } from '../helpers/reconciler-backend.js';
+import type { TestBackend } from '../helpers/test-backend.js';
 import { freshPrefix } from '../helpers/topology.js';
 
 const nats = serverPerFile();
@@ -29,9 +30,9 @@ const nats = serverPerFile();
  * entries put by hand (DESIGN.md sections 4, 5 and 7, with second-scale timings).
  */
 describe('ReconcilerLoop', () => {
-  let b: ReconcilerBackend;
+  let b: TestBackend;
   let kv: KV;
-  let subjects: ReconcilerBackend['ctx']['names']['subjects'];
+  let subjects: TestBackend['ctx']['names']['subjects'];
   const timers: NodeJS.Timeout[] = [];
 
   beforeEach(async () => {
@@ -39,7 +40,7 @@ describe('ReconcilerLoop', () => {
     b = await startReconcilerBackend(nats.server.url, nats.nc, prefix);
     kv = await workersBucket(nats.nc, prefix);
     subjects = b.ctx.names.subjects;
-    await eventually(() => b.reconciler.isLeader(), { message: 'leader elected' });
+    await eventually(() => b.component(ReconcilerLoop).isLeader(), { message: 'leader elected' });
   });
 
   afterEach(async () => {
@@ -256,7 +257,9 @@ describe('ReconcilerLoop placement between ticks', () => {
       const again = await startReconcilerBackend(nats.server.url, nats.nc, prefix, {
         env: { SONAR_TICK: '3s', SONAR_LOCK_TTL: '6s', SONAR_PULSE_TTL: '5s' },
       });
-      await eventually(() => again.reconciler.lastSummary !== null, { message: 'first tick' });
+      await eventually(() => again.component(ReconcilerLoop).lastSummary !== null, {
+        message: 'first tick',
+      });
       const latencies: number[] = [];
       for (let i = 0; i < 3; i++) {
         const runId = `idle${i}`;
@@ -308,7 +311,9 @@ describe('ReconcilerLoop after a restart', () => {
       await kv.delete('w1');
       const second = await startReconcilerBackend(nats.server.url, nats.nc, prefix);
       try {
-        await eventually(() => second.reconciler.lastSummary !== null, { message: 'first tick' });
+        await eventually(() => second.component(ReconcilerLoop).lastSummary !== null, {
+          message: 'first tick',
+        });
         await new Promise((r) => setTimeout(r, 500));
         pulsing = true;
         await pulse(kv, 'w1', { tags: ['other'], running: ['r1.t0'] });

@@ -23,7 +23,7 @@ import {
   spawnWorker,
   startTestBackend,
 } from '../helpers/worker-fixtures.js';
-import type { TestBackend } from '../helpers/worker-fixtures.js';
+import type { TestBackend } from '../helpers/test-backend.js';
 
 /**
  * Recovery end to end, with real backend and worker processes and real signals:

@@ -7,7 +7,7 @@
  */
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { JetStreamManager } from '@nats-io/jetstream';
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { replayRecords } from '../../actors/replay.js';
 import type { EventRecord, Projection } from '../../actors/projection.js';
 import { loadSnapshot, writeSnapshot } from '../../src/backend/snapshots/snapshot.js';
@@ -18,31 +18,24 @@ import { serverPerFile } from '../helpers/server-per-file.js';
 import { dumpProjection } from '../helpers/projection-dump.js';
 import { pulse, workersBucket } from '../helpers/reconciler-backend.js';
 import { runSonar } from '../helpers/sonar-process.js';
-import { DAY_MS, startSweepWorld } from '../helpers/sweep-world.js';
-import type { SweepWorld } from '../helpers/sweep-world.js';
+import { DAY_MS, sweepNow, sweepWorldsPerTest } from '../helpers/sweep-world.js';
+import type { TestBackend } from '../helpers/test-backend.js';
 
 const nats = serverPerFile();
 let jsm: JetStreamManager;
-const worlds: SweepWorld[] = [];
 
 beforeAll(async () => {
   jsm = await jetstreamManager(nats.nc);
 });
-afterEach(async () => {
-  await Promise.all(worlds.splice(0).map((w) => w.stop()));
-});
 
-async function world(prefix?: string): Promise<SweepWorld> {
-  const w = await startSweepWorld(nats.nc, nats.server.url, prefix === undefined ? {} : { prefix });
-  worlds.push(w);
-  return w;
-}
+const sweepWorld = sweepWorldsPerTest(nats);
+const world = (prefix?: string): Promise<TestBackend> => sweepWorld({ prefix });
 
 const HASH = 'c'.repeat(64);
 const INPUT = { payload: 'x'.repeat(10_000) };
 
 /** A one-step run whose tasks (with a 10 KB input each) all succeed on worker `w1`. */
-async function finishedRun(w: SweepWorld, runId: string, tasks: number): Promise<void> {
+async function finishedRun(w: TestBackend, runId: string, tasks: number): Promise<void> {
   const n = w.ctx.names;
   const ids = Array.from({ length: tasks }, (_, i) => `t${i}`);
   await w.write(n.subjects.step(runId, 's1'), 'StepCreated', {
@@ -90,13 +83,13 @@ async function finishedRun(w: SweepWorld, runId: string, tasks: number): Promise
 }
 
 /** Every event the stream holds now, folded afresh (what `sonar status` and replay do). */
-async function freshReplay(w: SweepWorld): Promise<Projection> {
+async function freshReplay(w: TestBackend): Promise<Projection> {
   const records: EventRecord[] = [];
   await w.ctx.store.replay((r) => void records.push(r));
   return replayRecords(records).projection;
 }
 
-async function status(w: SweepWorld, args: string[]): Promise<StatusView> {
+async function status(w: TestBackend, args: string[]): Promise<StatusView> {
   const out = await runSonar(
     'status',
     ['status', '--json', '--server', nats.server.url, '--prefix', w.ctx.names.prefix, ...args],
@@ -149,11 +142,11 @@ describe('retention evicts what it purged', () => {
     const summaryBefore = { ...live.runs.get('old')!.snapshot.context };
 
     // Inside retention nothing goes.
-    const early = await w.sweep({ shiftMs: 29 * DAY_MS });
+    const early = await sweepNow(w, { shiftMs: 29 * DAY_MS });
     expect(early.retention).toMatchObject({ purged: [], evicted: [], workersEvicted: [] });
     expect(live.tasks.has('old.t0')).toBe(true);
 
-    const report = await w.sweep({ shiftMs: 31 * DAY_MS });
+    const report = await sweepNow(w, { shiftMs: 31 * DAY_MS });
     expect(report.failed).toEqual([]);
     expect(report.retention).toMatchObject({
       purged: ['old'],
@@ -262,7 +255,7 @@ describe('retention evicts what it purged', () => {
     const before = await world(n.prefix);
     expect(before.ctx.loop.projection.tasks.has('half.t0')).toBe(true);
 
-    const report = await w.sweep({ shiftMs: 31 * DAY_MS });
+    const report = await sweepNow(w, { shiftMs: 31 * DAY_MS });
     expect(report.failed).toEqual([]);
     // Not purged again (its run subject is already empty), only evicted.
     expect(report.retention).toMatchObject({ expired: 0, purged: [], evicted: ['half'] });
@@ -276,7 +269,7 @@ describe('retention evicts what it purged', () => {
     // RunExpired carries the summary.
     expect(dumpProjection(await freshReplay(w))).toStrictEqual(dumpProjection(live));
     // A second sweep finds nothing left to do.
-    expect((await w.sweep({ shiftMs: 31 * DAY_MS })).retention).toMatchObject({
+    expect((await sweepNow(w, { shiftMs: 31 * DAY_MS })).retention).toMatchObject({
       expired: 0,
       purged: [],
       evicted: [],

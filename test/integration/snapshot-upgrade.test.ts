@@ -12,7 +12,6 @@ import { Objm } from '@nats-io/obj';
 import type { ObjectStore } from '@nats-io/obj';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Names } from '../../streams/names.js';
-import { Backend } from '../../src/backend/backend.js';
 import { SNAPSHOT_FORMAT } from '../../src/backend/snapshots/snapshot-codec.js';
 import {
   SNAPSHOT_OBJECT,
@@ -23,12 +22,12 @@ import {
 } from '../../src/backend/snapshots/snapshot.js';
 import { createLogger, silentLogger } from '../../src/log.js';
 import type { Logger } from '../../src/log.js';
-import { ObjOutputStore, seedFinalizing, testConfig } from '../helpers/finalize-fixtures.js';
+import { seedFinalizing } from '../helpers/finalize-fixtures.js';
 import { serverPerFile } from '../helpers/server-per-file.js';
 import { dumpProjection } from '../helpers/projection-dump.js';
 import { killAll, runSonar } from '../helpers/sonar-process.js';
-import { DAY_MS, startSweepWorld } from '../helpers/sweep-world.js';
-import type { SweepWorld } from '../helpers/sweep-world.js';
+import { DAY_MS, startSweepWorld, sweepNow } from '../helpers/sweep-world.js';
+import type { TestBackend } from '../helpers/test-backend.js';
 
 const nats = serverPerFile();
 let jsm: JetStreamManager;
@@ -61,7 +60,7 @@ const OTHER_BUILD = 'other-machine-code-0123456789abcd';
  * in a real stream: its events are never purged, so seq 1 stays and the purge leaves holes
  * only; without it, `old` holds the first events and the purge takes the stream's head.
  */
-async function seed(w: SweepWorld, workerFirst: boolean): Promise<void> {
+async function seed(w: TestBackend, workerFirst: boolean): Promise<void> {
   const n = w.ctx.names;
   if (workerFirst) {
     await w.write(n.subjects.worker('w1'), 'WorkerJoined', {
@@ -82,11 +81,11 @@ async function seed(w: SweepWorld, workerFirst: boolean): Promise<void> {
 }
 
 /** Seeds, then purges `old` with the retention sweep (31 days on); returns the world. */
-async function purgedWorld(workerFirst: boolean): Promise<SweepWorld> {
+async function purgedWorld(workerFirst: boolean): Promise<TestBackend> {
   const w = await startSweepWorld(nats.nc, nats.server.url);
   running.push(w);
   await seed(w, workerFirst);
-  const report = await w.sweep({ shiftMs: 31 * DAY_MS });
+  const report = await sweepNow(w, { shiftMs: 31 * DAY_MS });
   expect(report.retention).toMatchObject({ purged: ['old'], evicted: ['old'], skipped: null });
   const runEvents = await w.ctx.store.readAggregate(w.ctx.names.subjects.run('old'));
   expect(runEvents.map((r) => r.type)).toEqual(['RunExpired']);
@@ -126,17 +125,11 @@ async function asOtherBuild(n: Names, editRow: (row: unknown[]) => unknown[] = (
 }
 
 /** A new backend on the world's prefix, as after an upgrade. */
-async function restart(w: SweepWorld, log: Logger, env: Record<string, string> = {}) {
-  const n = w.ctx.names;
-  const backend = await Backend.start({
-    config: testConfig(nats.server.url, n, { SONAR_FINALIZE_LEASE: '1s', ...env }),
-    nc: nats.nc,
+async function restart(w: TestBackend, log: Logger, env: Record<string, string> = {}) {
+  const backend = await startSweepWorld(nats.nc, nats.server.url, {
+    prefix: w.ctx.names.prefix,
     log,
-    parts: {
-      handlers: () => ({}),
-      components: [],
-      outputs: async (c) => ObjOutputStore.open(c, n),
-    },
+    env,
   });
   running.push(backend);
   return backend;

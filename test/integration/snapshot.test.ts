@@ -5,9 +5,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { replayView } from '../../actors/replay-view.js';
 import type { Names } from '../../streams/names.js';
 import { EventStore } from '../../streams/event-store.js';
-import { Backend } from '../../src/backend/backend.js';
 import { EventWriter } from '../../src/backend/projection/event-writer.js';
-import { apiHandlers } from '../../src/backend/api/handlers/index.js';
 import { ProjectionLoop } from '../../src/backend/projection/projection-loop.js';
 import {
   SNAPSHOT_OBJECT,
@@ -18,12 +16,11 @@ import {
 } from '../../src/backend/snapshots/snapshot.js';
 import { SNAPSHOT_FORMAT } from '../../src/backend/snapshots/snapshot-codec.js';
 import { snapshotter } from '../../src/backend/snapshots/snapshotter.js';
-import { loadConfig } from '../../src/config.js';
 import { createLogger, silentLogger } from '../../src/log.js';
 import type { Logger } from '../../src/log.js';
-import { createOutputStore } from '../../src/storage/create-output-store.js';
 import { eventually } from '../helpers/eventually.js';
 import { serverPerFile } from '../helpers/server-per-file.js';
+import { startBackend } from '../helpers/test-backend.js';
 import { dumpProjection } from '../helpers/projection-dump.js';
 import { freshTopology } from '../helpers/topology.js';
 
@@ -208,18 +205,14 @@ describe('projection snapshots', () => {
 
   it('a backend snapshots as leader, on stop, and restarts from it', async () => {
     const n = await freshTopology(nats.nc);
-    const config = loadConfig({ SONAR_NATS_URL: nats.server.url, SONAR_PREFIX: n.prefix });
     const start = (log: Logger) =>
-      Backend.start({
-        config,
+      startBackend({
+        url: nats.server.url,
         nc: nats.nc,
+        prefix: n.prefix,
         log,
         nodeId: 'node-1',
-        parts: {
-          handlers: apiHandlers,
-          components: [snapshotter({ checkMs: 50, everyEvents: 20 })],
-          outputs: createOutputStore,
-        },
+        components: [snapshotter({ checkMs: 50, everyEvents: 20 })],
       });
     const first = await start(silentLogger);
     await first.ctx.writer.write({

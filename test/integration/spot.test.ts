@@ -6,16 +6,9 @@ import { SonarClient } from '../../src/client/client.js';
 import { ImdsClient, parseSpotNotice } from '../../src/worker/spot-notice.js';
 import { createWorker } from '../../src/worker/worker.js';
 import { eventually } from '../helpers/eventually.js';
+import { backendPerTest } from '../helpers/backend-per-test.js';
 import { serverPerFile } from '../helpers/server-per-file.js';
-import {
-  dispatchRun,
-  eventsOf,
-  killWorkers,
-  spawnWorker,
-  startTestBackend,
-  taskOf,
-} from '../helpers/worker-fixtures.js';
-import type { TestBackend } from '../helpers/worker-fixtures.js';
+import { dispatchRun, eventsOf, spawnWorker, taskOf } from '../helpers/worker-fixtures.js';
 
 /** A small stand-in of EC2's IMDSv2: session tokens, instance id, spot instance-action. */
 class ImdsStandIn {
@@ -66,22 +59,19 @@ class ImdsStandIn {
 }
 
 const nats = serverPerFile();
-let tb: TestBackend | undefined;
+const backends = backendPerTest(nats);
 let imds: ImdsStandIn;
 let imdsUrl: string;
 
 afterEach(async () => {
-  await killWorkers();
-  await tb?.stop();
-  tb = undefined;
   await imds?.stop();
 });
 
 async function world() {
   imds = new ImdsStandIn();
   imdsUrl = await imds.start();
-  tb = await startTestBackend(nats.server.url, nats.nc, { SONAR_IMDS_URL: imdsUrl });
-  return { ctx: tb.ctx, client: new SonarClient(nats.nc, { prefix: tb.ctx.names.prefix }) };
+  const tb = await backends.start({ SONAR_IMDS_URL: imdsUrl });
+  return { tb, ctx: tb.ctx, client: new SonarClient(nats.nc, { prefix: tb.ctx.names.prefix }) };
 }
 
 describe('ImdsClient', () => {
@@ -106,8 +96,8 @@ describe('ImdsClient', () => {
 
 describe('spot interruption', () => {
   it('drains a --spot worker process before the notice deadline', async () => {
-    const { ctx, client } = await world();
-    const w = spawnWorker(tb!.env, ['--worker-id', 'w1', '--tags', 'a', '--slots', '1', '--spot'], {
+    const { tb, ctx, client } = await world();
+    const w = spawnWorker(tb.env, ['--worker-id', 'w1', '--tags', 'a', '--slots', '1', '--spot'], {
       SONAR_SPOT_MARGIN: '10s',
       SONAR_DRAIN_GRACE: '60s',
     });

@@ -1,3 +1,4 @@
+import { FinalizerPool } from '../../src/backend/finalize/finalizer-pool.js';
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
@@ -115,14 +116,14 @@ describe('bounded shutdown', () => {
       expect(performance.now() - stopping).toBeLessThan(1_000);
       expect(b.backend.stragglers).toEqual(['finalizer']);
       // Still holding its job: a second copy of the pool must not start beside it.
-      await expect(b.pool.start()).rejects.toBeInstanceOf(StillStoppingError);
+      await expect(b.component(FinalizerPool).start()).rejects.toBeInstanceOf(StillStoppingError);
       release();
       await eventually(() => stateOf(w.loop, 'r1', 't1') === 'Succeeded');
       await eventually(async () => {
-        await b.pool.start();
+        await b.component(FinalizerPool).start();
         return true;
       });
-      await b.pool.stop();
+      await b.component(FinalizerPool).stop();
     } finally {
       release();
       await w.stop();

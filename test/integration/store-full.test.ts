@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -22,18 +21,18 @@ import type { RunFile } from '../../src/protocol.js';
 import { errorReply, validationErrorOf } from '../../src/backend/api/api-service.js';
 import { isApiError } from '../../src/worker/api-client.js';
 import { eventually } from '../helpers/eventually.js';
+import { runSonar } from '../helpers/sonar-process.js';
 import { startNatsServer } from '../helpers/nats-server.js';
 import type { NatsServer } from '../helpers/nats-server.js';
 import { freshTopology } from '../helpers/topology.js';
 import {
   eventsOf,
   killWorkers,
-  ROOT,
-  SONAR_BIN,
   spawnWorker,
   startTestBackend,
 } from '../helpers/worker-fixtures.js';
-import type { TestBackend, WorkerProcess } from '../helpers/worker-fixtures.js';
+import type { WorkerProcess } from '../helpers/worker-fixtures.js';
+import type { TestBackend } from '../helpers/test-backend.js';
 
 /**
  * A full event log stops new work, not the fleet. The server's whole store is small
@@ -86,19 +85,11 @@ function runOf(runId: string, tag: string, count: number, input: unknown = INPUT
 }
 
 /** Runs `sonar <args>` against the test backend's topology. */
-function sonar(...args: string[]): Promise<{ code: number | null; out: string; err: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [SONAR_BIN, ...args], {
-      cwd: ROOT,
-      env: { ...process.env, ...tb!.env, NO_COLOR: '1' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (c: Buffer) => (out += c.toString()));
-    child.stderr.on('data', (c: Buffer) => (err += c.toString()));
-    child.once('exit', (code) => resolve({ code, out, err }));
-  });
+async function sonar(
+  ...args: string[]
+): Promise<{ code: number | null; out: string; err: string }> {
+  const r = await runSonar('sonar', args, { ...tb!.env, NO_COLOR: '1' });
+  return { code: r.code, out: r.stdout, err: r.stderr };
 }
 
 async function get(path: string): Promise<{ status: number; text: string }> {

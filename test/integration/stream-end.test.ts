@@ -28,7 +28,7 @@ import {
   spawnWorker,
   startTestBackend,
 } from '../helpers/worker-fixtures.js';
-import type { TestBackend } from '../helpers/worker-fixtures.js';
+import type { TestBackend } from '../helpers/test-backend.js';
 
 const nats = serverPerFile();
 let jsm: JetStreamManager;

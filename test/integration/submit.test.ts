@@ -1,36 +1,32 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ValidationError } from '../../actors/errors.js';
 import { SonarClient } from '../../src/client/client.js';
 import { runFileHash, validateRunFile } from '../../src/run-file.js';
 import { ApiClient } from '../../src/worker/api-client.js';
 import { names } from '../../streams/names.js';
 import { eventually } from '../helpers/eventually.js';
+import { backendPerTest } from '../helpers/backend-per-test.js';
 import { serverPerFile } from '../helpers/server-per-file.js';
 import { runSonar } from '../helpers/sonar-process.js';
-import { dispatchRun, eventsOf, runFileOf, startTestBackend } from '../helpers/worker-fixtures.js';
-import type { TestBackend } from '../helpers/worker-fixtures.js';
+import { dispatchRun, eventsOf, runFileOf } from '../helpers/worker-fixtures.js';
 
 const nats = serverPerFile();
-let tb: TestBackend | undefined;
-
-afterEach(async () => {
-  await tb?.stop();
-  tb = undefined;
-});
+const backends = backendPerTest(nats);
 
 async function world(env: Record<string, string> = {}) {
-  tb = await startTestBackend(nats.server.url, nats.nc, env);
+  const tb = await backends.start(env);
   const n = tb.ctx.names;
   return {
+    tb,
     ctx: tb.ctx,
     n,
     client: new SonarClient(nats.nc, { prefix: n.prefix }),
     api: new ApiClient(nats.nc, n, { retryForMs: 0 }),
     runEvents: async (runId: string) =>
-      (await Promise.all(n.subjects.runAll(runId).map((s) => eventsOf(tb!.ctx, s))))
+      (await Promise.all(n.subjects.runAll(runId).map((s) => eventsOf(tb.ctx, s))))
         .flat()
         .sort((a, b) => a.seq - b.seq),
   };
@@ -170,7 +166,7 @@ describe('submit', () => {
 
 describe('admission control (SONAR_MAX_OPEN_TASKS)', () => {
   it('refuses a submit past the limit with `overloaded`, once, and takes it once tasks settle', async () => {
-    const { ctx, n, client, runEvents } = await world({ SONAR_MAX_OPEN_TASKS: '10' });
+    const { tb, ctx, n, client, runEvents } = await world({ SONAR_MAX_OPEN_TASKS: '10' });
     await client.submit(runFileOf('r1', [{ id: 's1', tags: ['a'], count: 6 }]));
     let begins = 0;
     const spy = nats.nc.subscribe(n.subjects.api('submit.begin'), {
@@ -198,7 +194,7 @@ describe('admission control (SONAR_MAX_OPEN_TASKS)', () => {
     const dir = await mkdtemp(join(tmpdir(), 'sonar-admission-'));
     try {
       await writeFile(join(dir, 'r2.json'), JSON.stringify(r2));
-      const cli = await runSonar('submit', ['submit', join(dir, 'r2.json')], tb!.env);
+      const cli = await runSonar('submit', ['submit', join(dir, 'r2.json')], tb.env);
       expect(cli.code).toBe(1);
       expect(cli.stdout).toBe('');
       expect(cli.stderr.trim().split('\n')).toEqual([

@@ -5,7 +5,7 @@ import { SonarClient } from '../../src/client/client.js';
 import { eventually } from '../helpers/eventually.js';
 import { serverPerFile } from '../helpers/server-per-file.js';
 import { ROOT, SONAR_BIN, startTestBackend } from '../helpers/worker-fixtures.js';
-import type { TestBackend } from '../helpers/worker-fixtures.js';
+import type { TestBackend } from '../helpers/test-backend.js';
 
 const nats = serverPerFile();
 let tb: TestBackend;

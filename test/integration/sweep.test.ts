@@ -3,7 +3,7 @@ import type { JetStreamManager } from '@nats-io/jetstream';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { Kvm } from '@nats-io/kv';
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { applyEvent } from '../../actors/projection.js';
 import { ensureDispatchConsumer } from '../../streams/provision.js';
 import {
@@ -26,26 +26,18 @@ import { eventually } from '../helpers/eventually.js';
 import { ObjOutputStore, seedFinalizing, stateOf } from '../helpers/finalize-fixtures.js';
 import { pulse, workersBucket } from '../helpers/reconciler-backend.js';
 import { serverPerFile } from '../helpers/server-per-file.js';
-import { DAY_MS, startSweepWorld } from '../helpers/sweep-world.js';
+import { DAY_MS, sweepNow, sweepWorldsPerTest } from '../helpers/sweep-world.js';
 import { freshPrefix } from '../helpers/topology.js';
-import type { SweepWorld } from '../helpers/sweep-world.js';
+import type { TestBackend } from '../helpers/test-backend.js';
 
 const nats = serverPerFile();
 let jsm: JetStreamManager;
-const worlds: SweepWorld[] = [];
 
 beforeAll(async () => {
   jsm = await jetstreamManager(nats.nc);
 });
-afterEach(async () => {
-  await Promise.all(worlds.splice(0).map((w) => w.stop()));
-});
 
-async function world(opts: Parameters<typeof startSweepWorld>[2] = {}): Promise<SweepWorld> {
-  const w = await startSweepWorld(nats.nc, nats.server.url, opts);
-  worlds.push(w);
-  return w;
-}
+const world = sweepWorldsPerTest(nats);
 
 /** Subjects of every message now in a stream (read as the sweep reads it). */
 async function subjectsIn(stream: string, filter: string): Promise<string[]> {
@@ -57,7 +49,7 @@ async function subjectsIn(stream: string, filter: string): Promise<string[]> {
 const HASH = 'b'.repeat(64);
 
 /** A run of one step whose tasks are created and the run submitted: every task Pending. */
-async function pendingTasks(w: SweepWorld, runId: string, taskIds: string[]): Promise<void> {
+async function pendingTasks(w: TestBackend, runId: string, taskIds: string[]): Promise<void> {
   const n = w.ctx.names;
   for (const taskId of taskIds) {
     await w.write(n.subjects.task(runId, taskId), 'TaskCreated', {
@@ -125,7 +117,7 @@ describe('the full sweep', () => {
     // Not a dispatch message at all.
     await js.publish(n.subjects.dispatch('linux'), 'not json');
 
-    const report = await w.sweep();
+    const report = await sweepNow(w);
     expect(report.staleDispatch).toEqual({ checked: 4, purged: 3 });
     expect(report.failed).toEqual([]);
     const left = [];
@@ -147,10 +139,10 @@ describe('the full sweep', () => {
     expect((await enqueueFinalization(js, n, job!)).duplicate).toBe(true);
 
     // One lease after the acceptance (the clock moved on), the sweep re-enqueues it.
-    const report = await w.sweep({ shiftMs: 5_000 });
+    const report = await sweepNow(w, { shiftMs: 5_000 });
     expect(report.lostFinalizations.reenqueued).toEqual(['r1.t1']);
     // A second sweep finds the job queued: nothing more.
-    expect((await w.sweep({ shiftMs: 5_000 })).lostFinalizations.reenqueued).toEqual([]);
+    expect((await sweepNow(w, { shiftMs: 5_000 })).lostFinalizations.reenqueued).toEqual([]);
     // The reconciler and a sweep may both re-enqueue (distinct ids): a duplicate is a no-op.
     await enqueueFinalization(js, n, job!, 0, 'a-duplicate');
     const kv = await KvResultsSink.open(nats.nc, n);
@@ -217,7 +209,7 @@ describe('the full sweep', () => {
       async () => (await jsm.streams.info(n.streams.advisories)).state.messages === 1,
     );
 
-    const report = await w.sweep();
+    const report = await sweepNow(w);
     expect(report.stuckJobs).toEqual({ stuck: 2, poisoned: 2, dropped: 0, unidentified: 0 });
     expect(stateOf(w.ctx.loop, 'r1', 't1')).toBe('Poisoned');
     expect(stateOf(w.ctx.loop, 'r1', 't2')).toBe('Poisoned');
@@ -235,7 +227,7 @@ describe('the full sweep', () => {
       errors: [{ delivery: 1 }, { delivery: 2 }],
     });
     // Nothing is stuck any more: the next sweep reads nothing.
-    expect((await w.sweep()).stuckJobs.stuck).toBe(0);
+    expect((await sweepNow(w)).stuckJobs.stuck).toBe(0);
   });
 
   it('deletes dispatch consumers of tags no live worker advertised for a day, and loses joined workers whose key is gone', async () => {
@@ -255,13 +247,13 @@ describe('the full sweep', () => {
 
     // Just back from an outage: no worker could pulse, so none is judged, and no consumer
     // is deleted for want of live workers.
-    const early = await w.sweep({ shiftMs: 2 * DAY_MS, steady: false });
+    const early = await sweepNow(w, { shiftMs: 2 * DAY_MS, steady: false });
     expect(early.lostWorkers.lost).toEqual([]);
     expect(early.orphanConsumers.deleted).toEqual([]);
     expect(w.ctx.loop.projection.workers.get('w3')?.snapshot.value).toBe('Active');
 
     // Two days on (the clock shifted): the consumers were created and gpu last seen then.
-    const report = await w.sweep({ shiftMs: 2 * DAY_MS });
+    const report = await sweepNow(w, { shiftMs: 2 * DAY_MS });
     expect(report.failed).toEqual([]);
     expect(report.lostWorkers.lost).toEqual(['w3']);
     expect(w.ctx.loop.projection.workers.get('w3')?.snapshot.value).toBe('Lost');
@@ -276,7 +268,7 @@ describe('the full sweep', () => {
     await w.ctx.dispatchConsumers.ensure('gpu');
     await expect(jsm.consumers.info(n.streams.dispatch, 'dispatch_gpu')).resolves.toBeTruthy();
     // Now, not two days on: nothing is a day old yet.
-    expect((await w.sweep()).orphanConsumers.deleted).toEqual([]);
+    expect((await sweepNow(w)).orphanConsumers.deleted).toEqual([]);
   });
 
   it('trusts a dispatch consumer it made sure of only for the recheck time', async () => {
@@ -351,7 +343,7 @@ describe('the full sweep', () => {
     expect(await outputs.get(job!.outputRef)).not.toBeNull();
 
     // Inside retention: nothing to do.
-    expect((await w.sweep()).retention).toMatchObject({ expired: 0, purged: [], evicted: [] });
+    expect((await sweepNow(w)).retention).toMatchObject({ expired: 0, purged: [], evicted: [] });
     const lastOfOld = Math.max(
       ...[
         w.ctx.loop.projection.runs.get('old')!,
@@ -360,7 +352,7 @@ describe('the full sweep', () => {
       ].map((a) => a.seq),
     );
     // 31 days on (past the default 30d):
-    const report = await w.sweep({ shiftMs: 31 * DAY_MS });
+    const report = await sweepNow(w, { shiftMs: 31 * DAY_MS });
     expect(report.failed).toEqual([]);
     expect(report.retention).toMatchObject({
       expired: 1,
@@ -404,7 +396,7 @@ describe('the full sweep', () => {
     expect(p.runs.has('old')).toBe(false);
     expect(p.expiredRuns.get('old')).toEqual(live.expiredRuns.get('old'));
     // Expired once: later sweeps neither purge nor count it again.
-    expect((await w.sweep({ shiftMs: 31 * DAY_MS })).retention).toMatchObject({
+    expect((await sweepNow(w, { shiftMs: 31 * DAY_MS })).retention).toMatchObject({
       expired: 0,
       purged: [],
       evicted: [],

@@ -1,43 +1,20 @@
-import { access, mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { access } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { BackendContext } from '../../src/backend/context.js';
 import { SonarClient } from '../../src/client/client.js';
 import { runCommand } from '../../src/worker/task-runner.js';
 import type { TaskHandler } from '../../src/worker/options.js';
 import { createWorker } from '../../src/worker/worker.js';
-import type { Worker } from '../../src/worker/worker.js';
 import { eventually } from '../helpers/eventually.js';
+import { backendPerTest } from '../helpers/backend-per-test.js';
 import { serverPerFile } from '../helpers/server-per-file.js';
-import {
-  eventsOf,
-  killWorkers,
-  spawnWorker,
-  startTestBackend,
-  taskOf,
-} from '../helpers/worker-fixtures.js';
-import type { TestBackend } from '../helpers/worker-fixtures.js';
+import { tempDirPerFile } from '../helpers/temp-dir-per-file.js';
+import { eventsOf, spawnWorker, taskOf } from '../helpers/worker-fixtures.js';
 
 const nats = serverPerFile();
-let tb: TestBackend | undefined;
-let dir: string;
-const workers: Worker[] = [];
-
-beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'sonar-commands-'));
-});
-afterEach(async () => {
-  for (const w of workers.splice(0)) {
-    if (w.state === 'Running' || w.state === 'Draining') await w.drain().catch(() => {});
-  }
-  await killWorkers();
-  await tb?.stop();
-  tb = undefined;
-});
-afterAll(async () => {
-  await rm(dir, { recursive: true, force: true });
-});
+const backends = backendPerTest(nats);
+const dir = tempDirPerFile('sonar-commands');
 
 const exists = (path: string): Promise<boolean> =>
   access(path).then(
@@ -47,10 +24,10 @@ const exists = (path: string): Promise<boolean> =>
 
 /** The reconciler runs: the run must end on its own, as it would in production. */
 async function world() {
-  tb = await startTestBackend(nats.server.url, nats.nc, {}, { reconciler: true });
+  const tb = await backends.start({}, { reconciler: true });
   const { ctx } = tb;
   const client = new SonarClient(nats.nc, { prefix: ctx.names.prefix });
-  return { ctx, client };
+  return { tb, ctx, client };
 }
 
 const runEnded = (ctx: BackendContext, runId: string) =>
@@ -72,7 +49,7 @@ async function failuresOf(ctx: BackendContext, runId: string, taskId: string) {
 describe('a worker restricted to its handler (commands: none)', () => {
   it('fails a task that carries a command for good, runs nothing, and the run ends Failed', async () => {
     const { ctx, client } = await world();
-    const marker = join(dir, 'none-marker');
+    const marker = join(dir(), 'none-marker');
     // A handler that runs the task's command when it has one, as `sonar worker` does: only
     // the setting stands between the task and the shell.
     const handler: TaskHandler = (input, t) =>
@@ -87,7 +64,7 @@ describe('a worker restricted to its handler (commands: none)', () => {
       handler,
       drainGraceMs: '2s',
     });
-    workers.push(w);
+    backends.drainAfter(w);
     await w.start();
     await client.submit({
       runId: 'r-none',
@@ -121,10 +98,10 @@ describe('a worker restricted to its handler (commands: none)', () => {
 
 describe('sonar worker with an allow-list (SONAR_WORKER_COMMANDS)', () => {
   it('runs a command whose command[0] is listed exactly, and refuses any other', async () => {
-    const { ctx, client } = await world();
-    const ran = join(dir, 'allowed-marker');
-    const refused = join(dir, 'refused-marker');
-    const worker = spawnWorker(tb!.env, ['--worker-id', 'wl', '--tags', 'allow', '--slots', '2'], {
+    const { tb, ctx, client } = await world();
+    const ran = join(dir(), 'allowed-marker');
+    const refused = join(dir(), 'refused-marker');
+    const worker = spawnWorker(tb.env, ['--worker-id', 'wl', '--tags', 'allow', '--slots', '2'], {
       SONAR_WORKER_COMMANDS: '/bin/sh,/bin/true',
     });
     await client.submit({
@@ -157,9 +134,9 @@ describe('sonar worker with an allow-list (SONAR_WORKER_COMMANDS)', () => {
   });
 
   it('with --commands none and `-- CMD`, refuses task commands and runs its own for the rest', async () => {
-    const { ctx, client } = await world();
-    const marker = join(dir, 'fixed-marker');
-    spawnWorker(tb!.env, [
+    const { tb, ctx, client } = await world();
+    const marker = join(dir(), 'fixed-marker');
+    spawnWorker(tb.env, [
       '--worker-id',
       'wf',
       '--tags',

@@ -1,43 +1,23 @@
 import { spawn } from 'node:child_process';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { SonarClient } from '../../src/client/client.js';
 import type { RunFile } from '../../src/protocol.js';
 import { eventually } from '../helpers/eventually.js';
+import { backendPerTest } from '../helpers/backend-per-test.js';
 import { serverPerFile } from '../helpers/server-per-file.js';
-import {
-  eventsOf,
-  killWorkers,
-  ROOT,
-  runFileOf,
-  SONAR_BIN,
-  spawnWorker,
-  startTestBackend,
-} from '../helpers/worker-fixtures.js';
-import type { TestBackend } from '../helpers/worker-fixtures.js';
+import { tempDirPerFile } from '../helpers/temp-dir-per-file.js';
+import { eventsOf, ROOT, runFileOf, SONAR_BIN, spawnWorker } from '../helpers/worker-fixtures.js';
 
 const nats = serverPerFile();
-let tb: TestBackend | undefined;
-let dir: string;
-
-beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'sonar-e2e-'));
-});
-afterEach(async () => {
-  await killWorkers();
-  await tb?.stop();
-  tb = undefined;
-});
-afterAll(async () => {
-  await rm(dir, { recursive: true, force: true });
-});
+const backends = backendPerTest(nats);
+const dir = tempDirPerFile('sonar-e2e');
 
 /** Runs `sonar submit FILE --wait --json` to its end. */
 async function submitAndWait(env: Record<string, string>, file: RunFile) {
-  const path = join(dir, `${file.runId}.json`);
+  const path = join(dir(), `${file.runId}.json`);
   await writeFile(path, JSON.stringify(file));
   const child = spawn(process.execPath, [SONAR_BIN, 'submit', path, '--wait', '--json'], {
     cwd: ROOT,
@@ -54,9 +34,9 @@ async function submitAndWait(env: Record<string, string>, file: RunFile) {
 
 describe('end to end: submit --wait, the reconciler, a worker process, finalization', () => {
   it('runs a two-step run to success and exits 0', async () => {
-    tb = await startTestBackend(nats.server.url, nats.nc, {}, { reconciler: true });
+    const tb = await backends.start({}, { reconciler: true });
     spawnWorker(tb.env, ['--worker-id', 'w1', '--tags', 'linux', '--slots', '2']);
-    await eventually(() => tb!.ctx.loop.projection.workers.get('w1')?.snapshot.value === 'Active', {
+    await eventually(() => tb.ctx.loop.projection.workers.get('w1')?.snapshot.value === 'Active', {
       timeoutMs: 15_000,
     });
     const r = await submitAndWait(tb.env, {
@@ -89,7 +69,7 @@ describe('end to end: submit --wait, the reconciler, a worker process, finalizat
   });
 
   it('exits 1 when the run fails', async () => {
-    tb = await startTestBackend(nats.server.url, nats.nc, {}, { reconciler: true });
+    const tb = await backends.start({}, { reconciler: true });
     spawnWorker(tb.env, ['--worker-id', 'w1', '--tags', 'linux', '--slots', '1']);
     const r = await submitAndWait(tb.env, {
       runId: 'e2e-fail',
@@ -108,7 +88,7 @@ describe('end to end: submit --wait, the reconciler, a worker process, finalizat
 
 describe('a dispatch consumer deleted under a joined worker', () => {
   it('is recreated at the request of the worker, and its tasks start without a restart', async () => {
-    tb = await startTestBackend(nats.server.url, nats.nc, {}, { reconciler: true });
+    const tb = await backends.start({}, { reconciler: true });
     const { ctx } = tb;
     const n = ctx.names;
     const worker = spawnWorker(tb.env, ['--worker-id', 'w1', '--tags', 'linux', '--slots', '2']);

@@ -1,32 +1,27 @@
 import { jetstream } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { isApiError } from '../../src/worker/api-client.js';
 import { dispatchTask } from '../../src/backend/reconciler/dispatch.js';
 import { SonarClient } from '../../src/client/client.js';
 import type { DispatchMessage } from '../../src/protocol.js';
 import { ApiClient } from '../../src/worker/api-client.js';
+import { backendPerTest } from '../helpers/backend-per-test.js';
 import { serverPerFile } from '../helpers/server-per-file.js';
 import { eventually } from '../helpers/eventually.js';
-import { runFileOf, startTestBackend, taskOf } from '../helpers/worker-fixtures.js';
-import type { TestBackend } from '../helpers/worker-fixtures.js';
+import { runFileOf, taskOf } from '../helpers/worker-fixtures.js';
 
 // What the backend enforces whatever the server's permissions: a worker asks on its own
 // subject and may act only as itself. (The permissions that keep a worker on its own
 // subject are shown in the secure-mode tests.)
 
 const nats = serverPerFile();
-let tb: TestBackend | undefined;
-
-afterEach(async () => {
-  await tb?.stop();
-  tb = undefined;
-});
+const backends = backendPerTest(nats);
 
 const join = (workerId: string) => ({ workerId, host: 'h', tags: ['a'], slots: 1 });
 
 async function world() {
-  tb = await startTestBackend(nats.server.url, nats.nc);
+  const tb = await backends.start();
   const n = tb.ctx.names;
   const as = (workerId: string) =>
     new ApiClient(nats.nc, n, {

@@ -1,46 +1,28 @@
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { EventRecord } from '../../actors/projection.js';
 import { SonarClient } from '../../src/client/client.js';
 import type { RunFile } from '../../src/protocol.js';
 import { loseVanishedWorkers } from '../../src/backend/sweep/lost-workers.js';
 import { ApiClient } from '../../src/worker/api-client.js';
 import { eventually } from '../helpers/eventually.js';
+import { backendPerTest } from '../helpers/backend-per-test.js';
 import { serverPerFile } from '../helpers/server-per-file.js';
-import {
-  dispatchRun,
-  eventsOf,
-  killWorkers,
-  spawnWorker,
-  startTestBackend,
-  taskOf,
-} from '../helpers/worker-fixtures.js';
-import type { TestBackend, WorkerProcess } from '../helpers/worker-fixtures.js';
+import { tempDirPerFile } from '../helpers/temp-dir-per-file.js';
+import { dispatchRun, eventsOf, spawnWorker, taskOf } from '../helpers/worker-fixtures.js';
+import type { WorkerProcess } from '../helpers/worker-fixtures.js';
 
 const nats = serverPerFile();
-let tb: TestBackend | undefined;
-let dir: string;
-
-beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'sonar-worker-'));
-});
-afterEach(async () => {
-  await killWorkers();
-  await tb?.stop();
-  tb = undefined;
-});
-afterAll(async () => {
-  await rm(dir, { recursive: true, force: true });
-});
+const backends = backendPerTest(nats);
+const dir = tempDirPerFile('sonar-worker');
 
 async function world(env: Record<string, string> = {}) {
-  tb = await startTestBackend(nats.server.url, nats.nc, env);
+  const tb = await backends.start(env);
   const { ctx } = tb;
   const client = new SonarClient(nats.nc, { prefix: ctx.names.prefix });
   const worker = (id: string, args: string[], extraEnv: Record<string, string> = {}) =>
-    spawnWorker(tb!.env, ['--worker-id', id, ...args], extraEnv);
+    spawnWorker(tb.env, ['--worker-id', id, ...args], extraEnv);
   const joined = (id: string) =>
     eventually(() => ctx.loop.projection.workers.get(id)?.snapshot.value === 'Active', {
       timeoutMs: 15_000,
@@ -50,7 +32,7 @@ async function world(env: Record<string, string> = {}) {
     eventsOf(ctx, ctx.names.subjects.task(runId, taskId));
   const workerEvents = async (id: string) =>
     (await eventsOf(ctx, ctx.names.subjects.worker(id))).map((e) => e.type);
-  return { ctx, client, worker, joined, events, workerEvents };
+  return { tb, ctx, client, worker, joined, events, workerEvents };
 }
 
 /** The largest number of commands running at once, from `start|end <id> <ns>` log lines. */
@@ -78,8 +60,8 @@ async function exitOf(w: WorkerProcess) {
 describe('sonar worker', () => {
   it('takes only tasks of its tags, never more than `slots` at once, and drains on SIGTERM', async () => {
     const { ctx, client, worker, joined, events, workerEvents } = await world();
-    const logA = join(dir, 'a.log');
-    const logB = join(dir, 'b.log');
+    const logA = join(dir(), 'a.log');
+    const logB = join(dir(), 'b.log');
     const a = worker('wa', ['--tags', 'a', '--slots', '2', '--', 'sh', '-c', logged(logA)]);
     const b = worker('wb', ['--tags', 'b', '--slots', '1', '--', 'sh', '-c', logged(logB)]);
     await Promise.all([joined('wa'), joined('wb')]);
@@ -361,7 +343,7 @@ describe('sonar worker', () => {
   });
 
   it('gives back a message whose start answered `unavailable` (a brown-out), and runs it once the backend is healthy', async () => {
-    const { ctx, client, worker, joined } = await world();
+    const { tb, ctx, client, worker, joined } = await world();
     const prefix = ctx.names.prefix;
     const w = worker('w1', ['--tags', 'a', '--slots', '1', '--', 'echo', 'done']);
     await joined('w1');
@@ -372,7 +354,7 @@ describe('sonar worker', () => {
       steps: [{ id: 's', tags: ['a'], tasks: [{ id: 't', command: ['echo', 'hi'] }] }],
     });
     await dispatchRun(ctx, 'r1');
-    await tb!.stop();
+    await tb.stop();
     // A browned-out backend: every request is answered, with `unavailable`.
     let starts = 0;
     const brownOut = nats.nc.subscribe(ctx.names.subjects.apiAll, {
@@ -388,8 +370,7 @@ describe('sonar worker', () => {
     });
     expect(starts).toBeGreaterThan(0);
     brownOut.unsubscribe();
-    tb = await startTestBackend(nats.server.url, nats.nc, { SONAR_PREFIX: prefix });
-    const started = tb;
+    const started = await backends.start({ SONAR_PREFIX: prefix });
     await eventually(
       async () =>
         (await eventsOf(started.ctx, started.ctx.names.subjects.task('r1', 't'))).some(

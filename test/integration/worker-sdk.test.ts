@@ -1,40 +1,24 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { SonarClient } from '../../src/client/client.js';
 import { createOutputStore } from '../../src/storage/create-output-store.js';
 import { IllegalStateError, NonRetryableError } from '../../src/worker/errors.js';
 import type { TaskHandler, WorkerOptions } from '../../src/worker/options.js';
 import { createWorker } from '../../src/worker/worker.js';
-import type { Worker } from '../../src/worker/worker.js';
 import { ApiClient } from '../../src/worker/api-client.js';
 import { ensureDispatchConsumer } from '../../streams/provision.js';
 import { eventually } from '../helpers/eventually.js';
+import { backendPerTest } from '../helpers/backend-per-test.js';
 import { serverPerFile } from '../helpers/server-per-file.js';
-import {
-  dispatchRun,
-  eventsOf,
-  runFileOf,
-  startTestBackend,
-  taskOf,
-} from '../helpers/worker-fixtures.js';
-import type { TestBackend } from '../helpers/worker-fixtures.js';
+import { dispatchRun, eventsOf, runFileOf, taskOf } from '../helpers/worker-fixtures.js';
 import { freshTopology } from '../helpers/topology.js';
 
 const nats = serverPerFile();
-let tb: TestBackend | undefined;
-const workers: Worker[] = [];
-
-afterEach(async () => {
-  for (const w of workers.splice(0)) {
-    if (w.state === 'Running' || w.state === 'Draining') await w.drain().catch(() => {});
-  }
-  await tb?.stop();
-  tb = undefined;
-});
+const backends = backendPerTest(nats);
 
 async function world() {
-  tb = await startTestBackend(nats.server.url, nats.nc);
+  const tb = await backends.start();
   const { ctx } = tb;
   const client = new SonarClient(nats.nc, { prefix: ctx.names.prefix });
   const start = async (opts: Partial<WorkerOptions> & { handler: TaskHandler }) => {
@@ -46,13 +30,13 @@ async function world() {
       killGraceMs: '500ms',
       ...opts,
     });
-    workers.push(w);
+    backends.drainAfter(w);
     await w.start();
     return w;
   };
   const types = async (runId: string, taskId: string) =>
     (await eventsOf(ctx, ctx.names.subjects.task(runId, taskId))).map((e) => e.type);
-  return { ctx, client, start, types };
+  return { tb, ctx, client, start, types };
 }
 
 describe('createWorker', () => {
@@ -109,7 +93,7 @@ describe('createWorker', () => {
   });
 
   it('uploads an output over 16 KiB and reports its ref; refuses one over SONAR_MAX_OUTPUT', async () => {
-    const { ctx, client, start, types } = await world();
+    const { tb, ctx, client, start, types } = await world();
     await client.submit(runFileOf('r1', [{ id: 's', tags: ['a'], count: 2 }]));
     const big = 'x'.repeat(20 * 1024);
     await start({
@@ -123,7 +107,7 @@ describe('createWorker', () => {
     );
     const ref = `r1/t0/${d0!.attemptId}`;
     expect(accepted?.data).toMatchObject({ outputRef: ref, outputBytes: big.length });
-    const store = await createOutputStore(nats.nc, tb!.config);
+    const store = await createOutputStore(nats.nc, tb.config);
     expect(Buffer.from((await store.get(ref))!).toString()).toBe(big);
     await eventually(() => taskOf(ctx, 'r1', 't1').value === 'Failed');
     expect(taskOf(ctx, 'r1', 't1').context.error).toMatch(
@@ -253,7 +237,7 @@ describe('createWorker', () => {
       drainGraceMs: '0s',
       stopGraceMs: '1s',
     });
-    workers.push(w);
+    backends.drainAfter(w);
     await w.start();
     expect(w.state).toBe('Running');
     expect(joins).toHaveLength(2);

@@ -1,36 +1,20 @@
 import { jetstreamManager } from '@nats-io/jetstream';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { eventually } from '../helpers/eventually.js';
-import { startSecureCluster } from '../helpers/secure-nats.js';
-import type { SecureCluster } from '../helpers/secure-nats.js';
-import { killAll } from '../helpers/sonar-process.js';
-import { freshPrefix } from '../helpers/topology.js';
 import { finalizingAgain, finishScenario } from '../chaos/scenario.js';
 import type { Fault } from '../chaos/scenario.js';
-import { ChaosWorld, chaosRun } from '../chaos/world.js';
+import { chaosRun } from '../chaos/world.js';
+import { worldOnCluster } from '../chaos/world-per-file.js';
 
 const TASKS = 500;
 /** The longest the killed node stays down. */
 const DOWN_MS = 15_000;
 
-let secure: SecureCluster;
-let world: ChaosWorld | undefined;
-
-beforeAll(async () => {
-  // Every node in operator mode with a full resolver of its own; credentials for one world.
-  secure = await startSecureCluster({ prefix: freshPrefix(), size: 3 });
-});
-afterAll(async () => {
-  await world?.stop();
-  await killAll();
-  await secure?.stop();
-});
+const chaos = worldOnCluster(3);
 
 describe('long chaos: a 3-node cluster, SONAR_REPLICAS=3, the streams leader SIGKILLed mid-run', () => {
   it('fails over to a new leader, the node rejoins, and nothing acknowledged is lost', async () => {
-    const startedAt = Date.now();
-    const w = (world = await ChaosWorld.start({
-      secure,
+    const w = await chaos.world({
       // A stream leader election takes seconds, and pulses fail meanwhile: a pulse TTL
       // shorter than that would have every worker declared lost (as 1.5 s did). 5 s is still
       // a third of the default 15 s.
@@ -40,7 +24,7 @@ describe('long chaos: a 3-node cluster, SONAR_REPLICAS=3, the streams leader SIG
         SONAR_PULSE_TTL: '5s',
         SONAR_ORPHAN_AGE: '5s',
       },
-    }));
+    });
     // One at a time: the first provisions the topology (see the README on concurrent starts).
     await w.startBackend();
     await w.startBackend();
@@ -53,14 +37,14 @@ describe('long chaos: a 3-node cluster, SONAR_REPLICAS=3, the streams leader SIG
     const info = await jsm.streams.info(w.n.streams.events);
     expect(info.config.num_replicas).toBe(3);
     const leader = info.cluster?.leader;
-    const index = secure.cluster.servers.findIndex((s) => s.name === leader);
+    const index = chaos.secure.cluster.servers.findIndex((s) => s.name === leader);
     expect(index, `leader ${leader}`).toBeGreaterThanOrEqual(0);
     const before = await w.finalizedCount();
     const fault: Fault = {
       what: `SIGKILL ${leader} (leads ${w.n.streams.events})`,
       at: Date.now(),
     };
-    await secure.cluster.killNode(index);
+    await chaos.secure.cluster.killNode(index);
     // A new leader is elected among the two left (a quorum of 2 of 3). On the shared 2-core
     // machine nats-server 2.9 once took over 30 s for it: that is the server's election, not
     // Sonar, so the wait is generous (the run itself must still end).
@@ -77,7 +61,7 @@ describe('long chaos: a 3-node cluster, SONAR_REPLICAS=3, the streams leader SIG
     const progressed = await w.finalizedWithin(before + TASKS * 0.2, DOWN_MS);
     const during = (await w.finalizedCount()) - before;
     fault.what += `, down ${Math.round((Date.now() - fault.at) / 1000)} s, ${during} finalized meanwhile`;
-    await secure.cluster.restartNode(index);
+    await chaos.secure.cluster.restartNode(index);
     const faults = [fault];
 
     const status = await w.waitRunEnded('kill-node');
@@ -94,7 +78,6 @@ describe('long chaos: a 3-node cluster, SONAR_REPLICAS=3, the streams leader SIG
     const report = await finishScenario(w, 'cluster-leader', {
       faults,
       recovered: finalizingAgain(),
-      startedAt,
     });
     expect(report.violations).toEqual([]);
     expect(report.stats.states).toEqual({ Succeeded: TASKS });

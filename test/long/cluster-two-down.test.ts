@@ -1,41 +1,24 @@
 import { jetstreamManager } from '@nats-io/jetstream';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { eventually } from '../helpers/eventually.js';
-import { startSecureCluster } from '../helpers/secure-nats.js';
-import type { SecureCluster } from '../helpers/secure-nats.js';
-import { killAll } from '../helpers/sonar-process.js';
-import { freshPrefix } from '../helpers/topology.js';
 import { finalizingAgain, finishScenario } from '../chaos/scenario.js';
 import type { Fault } from '../chaos/scenario.js';
-import { ChaosWorld } from '../chaos/world.js';
 import { SLEEP_COMMAND, longIds, saveProcessLogs, sleepyRun, waitStarted } from './long-run.js';
+import { worldOnCluster } from '../chaos/world-per-file.js';
 
 const LONG = 12;
 const SHORT = 300;
 const DOWN_MS = 60_000;
 const RUN = 'cluster-two-down';
 
-let secure: SecureCluster;
-let world: ChaosWorld | undefined;
-
-beforeAll(async () => {
-  // Every node in operator mode with a full resolver of its own; credentials for one world.
-  secure = await startSecureCluster({ prefix: freshPrefix(), size: 3 });
-});
-afterAll(async () => {
-  await world?.stop();
-  await killAll();
-  await secure?.stop();
-});
+const chaos = worldOnCluster(3);
 
 describe('long chaos: a 3-node cluster, SONAR_REPLICAS=3, 2 nodes SIGKILLed and down 60 s', () => {
   it('JetStream waits for its quorum, then the run completes with nothing lost', async () => {
-    const startedAt = Date.now();
-    const w = (world = await ChaosWorld.start({
-      secure,
+    const w = await chaos.world({
       // As in cluster-leader.test.ts: elections take seconds, a 3 s pulse TTL is too short.
       env: { SONAR_REPLICAS: '3', SONAR_PULSE_TTL: '5s', SONAR_ORPHAN_AGE: '5s' },
-    }));
+    });
     await w.startBackend();
     await w.startBackend();
     await w.waitWorkersLive(
@@ -54,17 +37,17 @@ describe('long chaos: a 3-node cluster, SONAR_REPLICAS=3, 2 nodes SIGKILLed and 
     const jsm = await jetstreamManager(w.nc);
     const info = await jsm.streams.info(w.n.streams.events);
     expect(info.config.num_replicas).toBe(3);
-    const leader = secure.cluster.servers.findIndex((s) => s.name === info.cluster?.leader);
+    const leader = chaos.secure.cluster.servers.findIndex((s) => s.name === info.cluster?.leader);
     expect(leader, `leader ${info.cluster?.leader}`).toBeGreaterThanOrEqual(0);
     const victims = [leader, (leader + 1) % 3];
-    const names = victims.map((i) => secure.cluster.servers[i]!.name);
+    const names = victims.map((i) => chaos.secure.cluster.servers[i]!.name);
     const fault: Fault = {
       what: `SIGKILL ${names.join(' and ')} of 3 nodes, down ${DOWN_MS / 1_000} s`,
       at: Date.now(),
     };
-    await Promise.all(victims.map((i) => secure.cluster.killNode(i)));
+    await Promise.all(victims.map((i) => chaos.secure.cluster.killNode(i)));
     await new Promise((resolve) => setTimeout(resolve, fault.at + DOWN_MS - Date.now()));
-    await Promise.all(victims.map((i) => secure.cluster.restartNode(i)));
+    await Promise.all(victims.map((i) => chaos.secure.cluster.restartNode(i)));
 
     const status = await w.waitRunEnded(RUN, 300_000);
     expect(status.state).toBe('Succeeded');
@@ -72,7 +55,6 @@ describe('long chaos: a 3-node cluster, SONAR_REPLICAS=3, 2 nodes SIGKILLed and 
     const report = await finishScenario(w, RUN, {
       faults: [fault],
       recovered: finalizingAgain(),
-      startedAt,
     });
     // With the quorum lost, a sink write can land while its answer is lost; the finalizer's
     // retry then writes the same final record again. The records themselves are checked

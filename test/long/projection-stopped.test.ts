@@ -1,13 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { eventually } from '../helpers/eventually.js';
 import { freePorts } from '../helpers/nats-cluster.js';
-import { startSecureNats } from '../helpers/secure-nats.js';
-import type { SecureNats } from '../helpers/secure-nats.js';
-import { killAll } from '../helpers/sonar-process.js';
-import { freshPrefix } from '../helpers/topology.js';
 import { finishScenario, firstAfter } from '../chaos/scenario.js';
 import type { Fault } from '../chaos/scenario.js';
-import { ChaosWorld } from '../chaos/world.js';
 import {
   SLEEP_COMMAND,
   httpStatus,
@@ -16,6 +11,7 @@ import {
   sleepyRun,
   waitStarted,
 } from './long-run.js';
+import { worldOnServer } from '../chaos/world-per-file.js';
 
 /** `sonar backend` with a fault hook: SIGUSR2 stops its projection loop with an error. */
 const FAULTY = 'test/helpers/faulty-projection-backend-main.ts';
@@ -23,24 +19,12 @@ const LONG = 6;
 const SHORT = 300;
 const RUN = 'projection-stopped';
 
-let secure: SecureNats;
-let world: ChaosWorld | undefined;
-
-beforeAll(async () => {
-  // Secure mode, its credentials made for this file's one world.
-  secure = await startSecureNats({ prefix: freshPrefix() });
-});
-afterAll(async () => {
-  await world?.stop();
-  await killAll();
-  await secure?.stop();
-});
+const chaos = worldOnServer();
 
 describe('long chaos: the leader projection loop stops on its own, with a standby', () => {
   it('the leader exits 1 with one line, the standby leads, the restarted one catches up', async () => {
-    const startedAt = Date.now();
     const [leaderPort, standbyPort] = await freePorts(2);
-    const w = (world = await ChaosWorld.start({ secure }));
+    const w = await chaos.world();
     // One at a time: the first provisions the topology, and takes the lead.
     const leader = await w.startBackend({ SONAR_HTTP_PORT: String(leaderPort) }, { main: FAULTY });
     await eventually(async () => (await w.leader()) === leader.nodeId, {
@@ -97,7 +81,6 @@ describe('long chaos: the leader projection loop stops on its own, with a standb
     const report = await finishScenario(w, RUN, {
       faults: [fault],
       recovered: firstAfter((e) => e.type === 'ReconcilerElected'),
-      startedAt,
     });
     expect(report.violations).toEqual([]);
     expect(report.stats.states).toEqual({ Succeeded: LONG + SHORT });

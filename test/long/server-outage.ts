@@ -10,7 +10,7 @@ import type { SecureNats } from '../helpers/secure-nats.js';
 import { eventually } from '../helpers/eventually.js';
 import { finishScenario, finalizingAgain } from '../chaos/scenario.js';
 import type { Fault } from '../chaos/scenario.js';
-import { ChaosWorld } from '../chaos/world.js';
+import type { WorldPerFile } from '../chaos/world-per-file.js';
 import {
   SLEEP_COMMAND,
   httpStatus,
@@ -31,18 +31,14 @@ const READY_AGAIN_MS = 10_000;
 
 export interface OutageScenario {
   name: string;
-  /** The secure server, its credentials made for the world's prefix. */
-  secure: SecureNats;
+  /** The file's secure server and world. */
+  chaos: WorldPerFile<SecureNats>;
   downMs: number;
-  /** ChaosWorld receives it so afterAll can stop it. */
-  onWorld: (w: ChaosWorld) => void;
 }
 
 export async function serverOutage(s: OutageScenario): Promise<void> {
-  const startedAt = Date.now();
   const [httpPort] = await freePorts(1);
-  const w = await ChaosWorld.start({
-    secure: s.secure,
+  const w = await s.chaos.world({
     env: {
       // On this shared machine a stall of a few seconds (the load, or the client library's
       // backoff after the server's restart) outlasts the chaos tier's 5 s publish timeout,
@@ -56,7 +52,6 @@ export async function serverOutage(s: OutageScenario): Promise<void> {
       SONAR_CAPACITY_MULTIPLIER: '2',
     },
   });
-  s.onWorld(w);
   const backend = await w.startBackend({ SONAR_HTTP_PORT: String(httpPort) });
   const originals = Array.from({ length: WORKERS }, () =>
     // Supervised: a worker that exited on its own would be reported and replaced, and show.
@@ -77,7 +72,7 @@ export async function serverOutage(s: OutageScenario): Promise<void> {
     what: `SIGKILL nats-server (~${published} tasks Published), down ${s.downMs / 1_000} s`,
     at: Date.now(),
   };
-  await s.secure.server.kill('SIGKILL');
+  await s.chaos.secure.server.kill('SIGKILL');
   // Out of contact: not ready (send it nothing), but live (restarting it would not help).
   await eventually(async () => (await httpStatus(httpPort!, '/readyz')) === 503, {
     timeoutMs: 10_000,
@@ -90,7 +85,7 @@ export async function serverOutage(s: OutageScenario): Promise<void> {
   expect(await httpStatus(httpPort!, '/readyz')).toBe(503);
   expect(await httpStatus(httpPort!, '/healthz')).toBe(200);
 
-  await s.secure.server.restart();
+  await s.chaos.secure.server.restart();
   const back = Date.now();
   await eventually(async () => (await httpStatus(httpPort!, '/readyz')) === 200, {
     timeoutMs: READY_AGAIN_MS,
@@ -105,7 +100,6 @@ export async function serverOutage(s: OutageScenario): Promise<void> {
   const report = await finishScenario(w, s.name, {
     faults: [fault],
     recovered: finalizingAgain(),
-    startedAt,
   });
   console.log(`chaos ${s.name}: /readyz 200 again ${readyAgainMs} ms after the restart`);
   expect(report.violations).toEqual([]);

@@ -1,0 +1,56 @@
+/**
+ * What every chaos test file (long ones too) does around its one world: a server in secure
+ * mode whose credentials are made for a fresh prefix, started before the file's tests, and
+ * after them the world, every process spawned and the server stopped. Called inside a
+ * `describe`, the same for that block alone.
+ */
+import { afterAll, beforeAll } from 'vitest';
+import { startSecureCluster, startSecureNats } from '../helpers/secure-nats.js';
+import type { SecureCluster, SecureEnvironment, SecureNats } from '../helpers/secure-nats.js';
+import { killAll } from '../helpers/sonar-process.js';
+import { freshPrefix } from '../helpers/topology.js';
+import { ChaosWorld } from './world.js';
+import type { WorldOptions } from './world.js';
+
+export interface WorldPerFile<S extends SecureEnvironment> {
+  /** The secure server or cluster (read inside tests only): for faults on it. */
+  readonly secure: S;
+  /** Starts the file's world on {@link WorldPerFile.secure}. */
+  world(opts?: Omit<WorldOptions, 'secure'>): Promise<ChaosWorld>;
+}
+
+export function worldPerFile<S extends SecureEnvironment & { stop(): Promise<void> }>(
+  startSecure: (prefix: string) => Promise<S>,
+): WorldPerFile<S> {
+  let secure: S | undefined;
+  let world: ChaosWorld | undefined;
+  beforeAll(async () => {
+    secure = await startSecure(freshPrefix());
+  });
+  afterAll(async () => {
+    await world?.stop();
+    await killAll();
+    await secure?.stop();
+  });
+  const started = (): S => {
+    if (!secure) throw new Error('worldPerFile: read inside a test, not at load');
+    return secure;
+  };
+  return {
+    get secure() {
+      return started();
+    },
+    async world(opts = {}) {
+      world = await ChaosWorld.start({ ...opts, secure: started() });
+      return world;
+    },
+  };
+}
+
+/** A single server in secure mode, its credentials made for this file's one world. */
+export const worldOnServer = (): WorldPerFile<SecureNats> =>
+  worldPerFile((prefix) => startSecureNats({ prefix }));
+
+/** `size` nodes, each in operator mode with a full resolver of its own; credentials for one world. */
+export const worldOnCluster = (size: number): WorldPerFile<SecureCluster> =>
+  worldPerFile((prefix) => startSecureCluster({ prefix, size }));
