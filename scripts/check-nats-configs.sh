@@ -5,7 +5,8 @@
 # The binary can be overridden with NATS_SERVER_BIN, as in test/helpers/nats-server.ts.
 # Needs openssl too (scripts/dev-ca.sh makes the certificates the TLS fragments name), and
 # Node: the server configs include creds/resolver.conf, which is made here with
-# `sonar creds init`, as a deployer makes it (node_modules are installed if missing).
+# `sonar creds init`, as a deployer makes it (node_modules are installed and dist/ built if
+# missing).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -48,10 +49,12 @@ trap 'rm -rf "$scratch"' EXIT
 # account, full resolver, preloaded accounts). Make a real one with the CLI, so that `-t`
 # proves the include parses and its JWTs load on this server. A deployer's own
 # deploy/nats/creds is never read.
-# .ci/run calls this before `npm test` installs node_modules: install them first if need be.
+# .ci/run calls this before `npm test` installs node_modules and builds dist/ (which
+# bin/sonar.js loads): do both first if need be.
 if [[ ! -d "$root/node_modules/tsx" ]]; then
   node "$root/scripts/setup.mjs"
 fi
+node "$root/scripts/ensure-build.mjs" >&2
 node "$root/bin/sonar.js" creds init "$scratch/creds" --resolver-dir "$scratch/resolver" >/dev/null
 resolver_include='^include \./creds/resolver\.conf[[:space:]]*$'
 
