@@ -93,7 +93,8 @@ export async function drainWorker(p: DrainParts, reason: DrainReason, at: Date):
     .catch((err: unknown) => log.warn('registry key not deleted', { err }));
   await bounded('registry key', removed);
   await p.close(grace);
-  p.lifecycle.send({ type: 'stopped' });
+  // It may have failed while the goodbye was said (a connection closed for good).
+  if (p.lifecycle.getSnapshot().matches('Draining')) p.lifecycle.send({ type: 'stopped' });
   log.info('worker stopped');
 }
 
