@@ -4,7 +4,9 @@
  * - Workers: `createWorker({ tags, slots, handler }).run()`; a handler gets the task input
  *   and `{ signal, runId, taskId, attemptId, ... }`; throw `NonRetryableError` to fail a
  *   task without retries.
- * - Clients: `SonarClient` submits run files (chunked), cancels runs and tasks, reads status.
+ * - Clients: `SonarClient` (`connect`, `fromEnv`) submits run files (chunked), cancels runs
+ *   and tasks, and reads a run: `status`, `watch` (its updates as they come), `wait` (its end),
+ *   `results` and `output`.
  *
  * @module
  */
@@ -24,6 +26,15 @@ export { loadConfig, ConfigError } from './config.js';
 export type { WorkerState } from './worker/worker.js';
 export type { WorkerOptions, TaskHandler, HandlerContext } from './worker/options.js';
 export type { CommandPolicy, CommandsOption } from './worker/command-policy.js';
-export type { SonarClientOptions, Submitted, RunStatus } from './client/client.js';
+export type {
+  SonarClientOptions,
+  Submitted,
+  RunStatus,
+  RunUpdate,
+  TaskResult,
+} from './client/client.js';
+export type { RunState } from '../actors/run/run.machine.js';
+export type { StepState } from '../actors/step/step.machine.js';
+export type { TaskState } from '../actors/task/task.machine.js';
 export type { RunFile } from './protocol.js';
 export type { SonarConfig } from './config.js';

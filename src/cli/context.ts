@@ -1,4 +1,5 @@
 import type { NatsConnection } from '@nats-io/transport-node';
+import { explainMissingStreams } from '../../streams/missing-topology.js';
 import { names } from '../../streams/names.js';
 import type { Names } from '../../streams/names.js';
 import { loadProcessConfig } from '../config.js';
@@ -34,8 +35,11 @@ export async function withConnection<T>(
     ...(flags.prefix ? { SONAR_PREFIX: flags.prefix } : {}),
   });
   const nc = await connectNats(config, { life });
+  const n = names(config.prefix);
   try {
-    return await fn({ config, names: names(config.prefix), nc });
+    return await fn({ config, names: n, nc });
+  } catch (err: unknown) {
+    throw await explainMissingStreams(nc, n, err);
   } finally {
     await nc.close().catch(() => {});
   }

@@ -1,17 +1,30 @@
 import type { NatsConnection } from '@nats-io/transport-node';
+import { ErrorCode, SonarError } from '../../actors/errors.js';
 import { assertId } from '../../actors/ids.js';
-import { applyEvent, createProjection } from '../../actors/projection.js';
-import type { EventRecord } from '../../actors/projection.js';
 import { EventStore } from '../../streams/event-store.js';
+import { explainMissingStreams } from '../../streams/missing-topology.js';
 import { names } from '../../streams/names.js';
 import type { Names } from '../../streams/names.js';
 import { SUBMIT_CHUNK_MAX_BYTES, SUBMIT_CHUNK_MAX_TASKS } from '../limits.js';
+import { loadConfig } from '../config.js';
 import type { Logger } from '../log.js';
 import { connectNats } from '../nats.js';
 import type { ConnectSettings } from '../nats.js';
-import type { ParsedRunFile, TaskSpecInput } from '../protocol.js';
+import type { ParsedRunFile, RunFile, TaskSpecInput } from '../protocol.js';
+import { createOutputStore } from '../storage/create-output-store.js';
+import type { OutputStoreSettings } from '../storage/create-output-store.js';
+import type { OutputStore } from '../storage/output-store.js';
+import { listResults, readOutput } from '../storage/result-reader.js';
+import { KvResultsSink } from '../storage/results-sink.js';
+import type { StoredResult } from '../storage/results-sink.js';
 import { ApiClient, isApiError } from '../worker/api-client.js';
 import { runFileHash, validateRunFile } from '../run-file.js';
+import { isRunEnded } from './run-status.js';
+import type { RunStatus } from './run-status.js';
+export type { RunStatus } from './run-status.js';
+export type { RunUpdate } from './run-watch.js';
+import { watchRun } from './run-watch.js';
+import type { RunUpdate } from './run-watch.js';
 
 /** Options of {@link SonarClient}. */
 export interface SonarClientOptions {
@@ -35,6 +48,12 @@ export interface SonarClientOptions {
    * @defaultValue 5000 (a 1,000-task chunk is written in well under that)
    */
   requestTimeoutMs?: number;
+  /**
+   * Where large outputs are read from (`output`): the S3 bucket of `SONAR_S3_*`, else the
+   * `<prefix>_outputs` object store.
+   * @defaultValue the object store under `prefix`
+   */
+  outputs?: Pick<OutputStoreSettings, 's3'>;
   log?: Logger;
 }
 
@@ -42,17 +61,6 @@ export interface SonarClientOptions {
 export interface Submitted {
   runId: string;
   taskCount: number;
-}
-
-/** A run as its events tell it (`status`). */
-export interface RunStatus {
-  runId: string;
-  /** `Running`, `Succeeded`, `Failed`, `Cancelled`; null while not (fully) submitted. */
-  state: string | null;
-  taskCount: number;
-  steps: Record<string, string>;
-  /** Tasks per state, e.g. `{ Pending: 3, Succeeded: 7 }`. */
-  tasks: Record<string, number>;
 }
 
 /** A `validation` answer that names `field` as an unknown key (zod's unrecognized_keys). */
@@ -94,6 +102,7 @@ export class SonarClient {
   private readonly api: ApiClient;
   private readonly n: Names;
   private readonly store: EventStore;
+  private outputStore: Promise<OutputStore> | null = null;
 
   constructor(
     readonly nc: NatsConnection,
@@ -117,6 +126,25 @@ export class SonarClient {
   }
 
   /**
+   * Connects as the CLI does, from the same `SONAR_*` variables (`env`, default the process's): `SONAR_NATS_URL` and its
+   * credentials, `SONAR_PREFIX`, `SONAR_MAX_INPUT` and `SONAR_S3_*`. `opts` wins over them.
+   *
+   * @throws ConfigError naming each variable that does not parse.
+   */
+  static async fromEnv(
+    env?: Readonly<Record<string, string | undefined>>,
+    opts: SonarClientOptions = {},
+  ): Promise<SonarClient> {
+    const config = loadConfig(env);
+    return SonarClient.connect(config, {
+      prefix: config.prefix,
+      maxInputBytes: config.maxInputBytes,
+      outputs: { s3: config.s3 },
+      ...opts,
+    });
+  }
+
+  /**
    * Submits a run file: validated whole first (every problem listed, nothing sent), then
    * `submit.begin`, the tasks in chunks (a few in flight), and `submit.commit`. Submitting
    * the same file again completes a submit that was cut short.
@@ -124,7 +152,7 @@ export class SonarClient {
    * @throws ValidationError for a bad file; ApiError `conflict` when another file was already
    *   submitted under its runId.
    */
-  async submit(runFile: unknown): Promise<Submitted> {
+  async submit(runFile: RunFile): Promise<Submitted> {
     const file: ParsedRunFile = validateRunFile(runFile, {
       maxInputBytes: this.opts.maxInputBytes ?? 256 * 1024,
     });
@@ -168,30 +196,141 @@ export class SonarClient {
 
   /** The run's state, its steps' states and its tasks per state, folded from its events. */
   async status(runId: string): Promise<RunStatus> {
+    assertId('runId', runId);
+    const updates = this.updates(runId);
+    try {
+      return ((await updates.next()).value as RunUpdate).status;
+    } finally {
+      await updates.return(undefined);
+    }
+  }
+
+  /**
+   * Follows a run: a first update with its events so far, then one per batch of new events,
+   * each with the status after it; the iterator ends after the update in which the run ends
+   * (at once for a run already ended). Reads only this run's events. Breaking out of the loop,
+   * or `signal`, stops it.
+   */
+  watch(runId: string, opts: { signal?: AbortSignal } = {}): AsyncIterable<RunUpdate> {
     // It becomes a token of the subjects read: `a.>` would read other runs' events.
     assertId('runId', runId);
-    const records: EventRecord[] = [];
-    for (const filter of this.n.subjects.runAll(runId)) {
-      await this.store.replay((r) => void records.push(r), { filter });
+    return { [Symbol.asyncIterator]: () => this.updates(runId, opts.signal) };
+  }
+
+  private async *updates(runId: string, signal?: AbortSignal): AsyncGenerator<RunUpdate> {
+    try {
+      yield* watchRun(this.store, this.n, runId, signal);
+    } catch (err: unknown) {
+      throw await explainMissingStreams(this.nc, this.n, err);
     }
-    records.sort((a, b) => a.seq - b.seq);
-    const p = createProjection();
-    for (const r of records) applyEvent(p, r);
-    const run = p.runs.get(runId)?.snapshot;
-    const steps: Record<string, string> = {};
-    for (const [key, s] of p.steps) steps[key.slice(runId.length + 1)] = s.snapshot.value;
-    const tasks: Record<string, number> = {};
-    for (const t of p.tasks.values()) tasks[t.snapshot.value] = (tasks[t.snapshot.value] ?? 0) + 1;
-    return {
-      runId,
-      state: run?.value ?? null,
-      taskCount: run?.context.taskCount ?? p.tasks.size,
-      steps,
-      tasks,
-    };
+  }
+
+  /**
+   * Resolves to the run's final status once it is Succeeded, Failed or Cancelled.
+   *
+   * @throws SonarError `timeout` after `timeoutMs`, naming the run's state then; the
+   *   signal's reason when `signal` aborts first.
+   */
+  async wait(
+    runId: string,
+    opts: { signal?: AbortSignal; timeoutMs?: number } = {},
+  ): Promise<RunStatus> {
+    const timeout =
+      opts.timeoutMs === undefined ? null : AbortSignal.timeout(Math.max(0, opts.timeoutMs));
+    const signals = [opts.signal, timeout].filter(
+      (s): s is AbortSignal => s !== undefined && s !== null,
+    );
+    const signal = signals.length > 0 ? AbortSignal.any(signals) : undefined;
+    let last: RunStatus | null = null;
+    try {
+      for await (const { status } of this.watch(runId, signal ? { signal } : {})) {
+        last = status;
+        if (isRunEnded(status)) return status;
+      }
+    } catch (err: unknown) {
+      if (!timeout?.aborted || opts.signal?.aborted) throw err;
+      throw new SonarError(
+        ErrorCode.Timeout,
+        `run ${runId} did not end within ${opts.timeoutMs} ms (it is ${last?.state ?? 'not submitted'})`,
+        { runId, status: last },
+      );
+    }
+    // The watch ends only with the run; reaching here means it ended on the last update.
+    return last!;
+  }
+
+  /** Every result the finalizers stored for the run (succeeded tasks), by task id. */
+  async results(runId: string): Promise<TaskResult[]> {
+    assertId('runId', runId);
+    return this.explained(async () =>
+      (await listResults(await KvResultsSink.open(this.nc, this.n), runId)).map(resultOf),
+    );
+  }
+
+  /**
+   * One task's whole output: parsed JSON for a `json` step, bytes for a `bytes` step.
+   *
+   * @throws SonarError `not_found` when the task has no result (it has not succeeded).
+   */
+  async output(runId: string, taskId: string): Promise<unknown> {
+    assertId('runId', runId);
+    assertId('taskId', taskId);
+    return this.explained(async () => {
+      const r = await (await KvResultsSink.open(this.nc, this.n)).get(runId, taskId);
+      if (!r) {
+        throw new SonarError(
+          ErrorCode.NotFound,
+          `no result for ${runId}.${taskId}: the task has not succeeded`,
+          { runId, taskId },
+        );
+      }
+      const bytes = await readOutput(r, () => this.outputs());
+      return r.kind === 'json' ? (JSON.parse(new TextDecoder().decode(bytes)) as unknown) : bytes;
+    });
+  }
+
+  /** Runs `work`, explaining a "stream not found" from an unprovisioned prefix. */
+  private async explained<T>(work: () => Promise<T>): Promise<T> {
+    try {
+      return await work();
+    } catch (err: unknown) {
+      throw await explainMissingStreams(this.nc, this.n, err);
+    }
+  }
+
+  private outputs(): Promise<OutputStore> {
+    this.outputStore ??= createOutputStore(this.nc, {
+      prefix: this.n.prefix,
+      s3: this.opts.outputs?.s3,
+      maxOutputBytes: Number.MAX_SAFE_INTEGER,
+    });
+    return this.outputStore;
   }
 
   async close(): Promise<void> {
     if (this.ownsConnection) await this.nc.close();
   }
 }
+
+/** A stored result (`results`): where the output is, not the output itself. */
+export interface TaskResult {
+  taskId: string;
+  stepId: string;
+  attemptId: string;
+  kind: 'json' | 'bytes';
+  /** The output's size. */
+  bytes: number;
+  finalizedAt: string;
+  /** Its key in the output store; `output(runId, taskId)` reads it. */
+  outputRef: string;
+}
+
+const resultOf = (r: StoredResult): TaskResult => ({
+  taskId: r.taskId,
+  stepId: r.stepId,
+  attemptId: r.attemptId,
+  kind: r.kind,
+  bytes: r.bytes,
+  finalizedAt: r.finalizedAt,
+  outputRef: r.outputRef,
+});

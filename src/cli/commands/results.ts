@@ -4,8 +4,9 @@ import { assertId } from '../../../actors/ids.js';
 import { createOutputStore } from '../../storage/create-output-store.js';
 import { KvResultsSink, resultKeyOf } from '../../storage/results-sink.js';
 import type { StoredResult } from '../../storage/results-sink.js';
+import { inlineOutput, listResults, readOutput } from '../../storage/result-reader.js';
 import { withConnection } from '../context.js';
-import type { CliContext, ConnectionFlags } from '../context.js';
+import type { ConnectionFlags } from '../context.js';
 import { writeOut } from '../../display/output.js';
 
 interface ResultsFlags extends ConnectionFlags {
@@ -29,36 +30,6 @@ export interface ResultView {
 }
 
 const decoder = new TextDecoder();
-
-/** Every stored result of a run, by task id. */
-async function resultsOf(sink: KvResultsSink, runId: string): Promise<StoredResult[]> {
-  const out: StoredResult[] = [];
-  const keys: string[] = [];
-  for await (const key of await sink.kv.keys(`${runId}.*`)) keys.push(key);
-  await Promise.all(
-    keys.map(async (key) => {
-      const r = await sink.get(runId, key.slice(runId.length + 1));
-      if (r) out.push(r);
-    }),
-  );
-  return out.sort((a, b) => (a.taskId < b.taskId ? -1 : a.taskId > b.taskId ? 1 : 0));
-}
-
-/** The output's bytes: copied into the record when small, else fetched from the output store. */
-async function outputOf(ctx: CliContext, r: StoredResult): Promise<Uint8Array> {
-  if (r.json !== undefined) return new TextEncoder().encode(JSON.stringify(r.json));
-  if (r.inline !== undefined) return Buffer.from(r.inline, 'base64');
-  const store = await createOutputStore(ctx.nc, ctx.config);
-  const data = await store.get(r.outputRef);
-  if (!data) {
-    throw new SonarError(
-      ErrorCode.NotFound,
-      `output ${r.outputRef} of ${r.runId}.${r.taskId} is not in the output store (purged?)`,
-      { outputRef: r.outputRef },
-    );
-  }
-  return data;
-}
 
 function viewOf(r: StoredResult, output: Uint8Array | null): ResultView {
   const view: ResultView = {
@@ -113,10 +84,10 @@ export function registerResults(program: Command): void {
       await withConnection(flags, async (ctx) => {
         const sink = await KvResultsSink.open(ctx.nc, ctx.names);
         if (flags.task === undefined) {
-          const results = await resultsOf(sink, runId);
+          const results = await listResults(sink, runId);
           await writeOut(
             flags.json
-              ? `${JSON.stringify({ runId, results: results.map((r) => viewOf(r, small(r))) }, null, 2)}\n`
+              ? `${JSON.stringify({ runId, results: results.map((r) => viewOf(r, inlineOutput(r))) }, null, 2)}\n`
               : listText(runId, results),
           );
           return;
@@ -129,16 +100,9 @@ export function registerResults(program: Command): void {
             { runId, taskId: flags.task },
           );
         }
-        const output = await outputOf(ctx, r);
+        const output = await readOutput(r, () => createOutputStore(ctx.nc, ctx.config));
         if (flags.json) await writeOut(`${JSON.stringify(viewOf(r, output), null, 2)}\n`);
         else await new Promise<void>((resolve) => process.stdout.write(output, () => resolve()));
       });
     });
-}
-
-/** The output when the record holds it; a list never fetches large outputs. */
-function small(r: StoredResult): Uint8Array | null {
-  if (r.json !== undefined) return new TextEncoder().encode(JSON.stringify(r.json));
-  if (r.inline !== undefined) return Buffer.from(r.inline, 'base64');
-  return null;
 }

@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Command } from 'commander';
+import type { RunFile } from '../../protocol.js';
 import { ValidationError } from '../../../actors/errors.js';
 import type { Projection } from '../../../actors/projection.js';
 import { EventStore } from '../../../streams/event-store.js';
@@ -87,7 +88,8 @@ export function registerSubmit(program: Command): void {
           const loop = opts.wait ? new ProjectionLoop(store, silentLogger) : null;
           await loop?.start();
           try {
-            const submitted = await client.submit(runFile);
+            // Parsed JSON, validated whole by submit before anything is sent.
+            const submitted = await client.submit(runFile as RunFile);
             await writeOut(
               opts.json
                 ? `${JSON.stringify(submitted)}\n`
