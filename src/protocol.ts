@@ -231,6 +231,12 @@ export const dispatchMessageSchema = z.object({
   input: z.unknown().optional(),
   /** The step's own limit, enforced by the worker (SIGTERM, then SIGKILL 5 s later). */
   timeoutMs: z.number().int().min(1).optional(),
+  /**
+   * The step's output kind. A `json` result that is not JSON fails the attempt at the worker
+   * (not retryable) instead of poisoning its finalization. Absent from an older backend: the
+   * worker does not check.
+   */
+  output: z.enum(['json', 'bytes']).optional(),
 });
 export type DispatchMessage = z.output<typeof dispatchMessageSchema>;
 

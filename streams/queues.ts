@@ -14,6 +14,8 @@ export interface DispatchBody {
   command?: string[];
   input?: unknown;
   timeoutMs?: number;
+  /** The step's output kind: a worker checks its handler's result against it. */
+  output?: 'json' | 'bytes';
 }
 
 /** Publishes a task to `<prefix>.dispatch.<tag>`; the attempt id dedupes a retried publish. */

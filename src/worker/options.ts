@@ -1,9 +1,11 @@
 import type { NatsConnection } from '@nats-io/transport-node';
+import type { StandardSchemaV1 } from '@standard-schema/spec';
 import { ValidationError } from '../../actors/errors.js';
 import { assertId } from '../../actors/ids.js';
 import type { S3Config } from '../config.js';
 import { parseDuration } from '../duration.js';
 import { guardCommands, resolveCommandPolicy } from './command-policy.js';
+import { routeHandler } from './handler-routing.js';
 import type { CommandPolicy, CommandsOption } from './command-policy.js';
 import type { Logger } from '../log.js';
 import { silentLogger } from '../log.js';
@@ -34,12 +36,23 @@ export interface HandlerContext {
  * `undefined` as empty, anything else as JSON. A thrown `NonRetryableError` fails the task
  * for good; any other error is a retryable failure.
  */
-export type TaskHandler = (input: unknown, ctx: HandlerContext) => unknown;
+export type TaskHandler<I = unknown, O = unknown> = (
+  input: I,
+  ctx: HandlerContext,
+) => O | Promise<O>;
+
+/**
+ * One step's handler in {@link WorkerOptions.handlers}: a function, or one with a schema its
+ * input must satisfy first.
+ */
+export type StepHandler =
+  | TaskHandler<never, unknown>
+  | { schema?: StandardSchemaV1<unknown, never>; handler: TaskHandler<never, unknown> };
 
 export type Duration = number | string;
 
 /** Options of `createWorker()`. Durations are milliseconds or strings like `'20s'`. */
-export interface WorkerOptions {
+export interface WorkerOptions<I = unknown, O = unknown> {
   /** Routing tags this worker pulls tasks for (`dispatch_<tag>`): 1 to 64 ids. */
   tags: string[];
   /**
@@ -49,7 +62,19 @@ export interface WorkerOptions {
    * @defaultValue 1
    */
   slots?: number;
-  handler: TaskHandler;
+  /** Runs every task; or give {@link WorkerOptions.handlers}, one per step. */
+  handler?: TaskHandler<I, O>;
+  /**
+   * Checked before `handler` runs, which gets its output: any Standard Schema (zod 3.24 and
+   * later, valibot, arktype...). A refused input fails the attempt for good (not retryable),
+   * naming each field, e.g. `input.size: Expected number, received string`.
+   */
+  schema?: StandardSchemaV1<unknown, I>;
+  /**
+   * A handler per step id, each with its own schema if given: a task of a step with none
+   * fails (retryably: another worker on the tag may have it). Instead of `handler`.
+   */
+  handlers?: Readonly<Record<string, StepHandler>>;
   /**
    * `SONAR_WORKER_COMMANDS`: which task `command`s this worker accepts. `'any'`: every one;
    * `'none'`: a task that carries a command is refused, only `handler` runs (what a worker
@@ -151,9 +176,21 @@ export interface WorkerOptions {
 export interface ResolvedWorkerOptions extends Required<
   Omit<
     WorkerOptions,
-    'nc' | 'connection' | 's3' | 'outputs' | 'instanceId' | 'workerId' | 'host' | 'commands'
+    | 'nc'
+    | 'connection'
+    | 's3'
+    | 'outputs'
+    | 'instanceId'
+    | 'workerId'
+    | 'host'
+    | 'commands'
+    | 'handler'
+    | 'schema'
+    | 'handlers'
   >
 > {
+  /** The one handler: the schema, the step routing and the command policy applied. */
+  handler: TaskHandler;
   /** The task commands accepted; {@link ResolvedWorkerOptions.handler} already enforces it. */
   commands: CommandPolicy;
   nc: NatsConnection | undefined;
@@ -178,14 +215,14 @@ const ms = (value: Duration | undefined, fallback: string): number =>
  *   slots not a whole number of at least 1, or more than a pulse can list in 1 MiB, or a
  *   `commands` that is not `any`, `none` or a list of absolute paths or names.
  */
-export function resolveWorkerOptions(opts: WorkerOptions): ResolvedWorkerOptions {
+export function resolveWorkerOptions<I, O>(opts: WorkerOptions<I, O>): ResolvedWorkerOptions {
   checkTagsAndSlots(opts.tags, opts.slots ?? 1);
   const commands = resolveCommandPolicy(opts.commands);
   return {
     tags: opts.tags,
     slots: opts.slots ?? 1,
     // The policy wraps the handler: a refused task fails before any code of the user's runs.
-    handler: guardCommands(opts.handler, commands, opts.log?.child({ component: 'worker' })),
+    handler: guardCommands(routeHandler(opts), commands, opts.log?.child({ component: 'worker' })),
     commands,
     nc: opts.nc,
     connection: opts.connection ?? { natsUrl: 'nats://127.0.0.1:4222' },

@@ -3,6 +3,7 @@ import { ErrorCode } from '../../actors/errors.js';
 import { outputSizeProblem } from '../limits.js';
 import type { Logger } from '../log.js';
 import { cancelControlSchema, dispatchMessageSchema } from '../protocol.js';
+import { jsonOutputProblem } from './output-kind.js';
 import type { DispatchMessage } from '../protocol.js';
 import { isApiError } from './api-client.js';
 import type { ApiClient } from './api-client.js';
@@ -255,6 +256,8 @@ export class TaskExecution {
     const bytes = toBytes(outcome.value);
     const tooBig = outputSizeProblem(bytes.byteLength, this.parts.opts.maxOutputBytes);
     if (tooBig !== null) return this.fail(task, -1, `output ${tooBig}`, false);
+    const notJson = d.output === 'json' ? jsonOutputProblem(outcome.value, bytes) : null;
+    if (notJson !== null) return this.fail(task, -1, notJson, false);
     let output: ResultOutput;
     try {
       output = await packOutput(bytes, (b) => this.parts.upload(d, b));

@@ -118,10 +118,30 @@ export class Worker {
     return isAccepting(this.snapshot());
   }
 
-  /** Starts, then resolves once drained (rejects when the worker failed). */
-  async run(): Promise<void> {
-    await this.start();
-    await this.done;
+  /**
+   * Starts, then resolves once drained (rejects when the worker failed). Until then SIGTERM
+   * and SIGINT drain it (`signals: false` leaves them to the caller; a list names others): the
+   * first signal drains, letting running tasks finish within the drain grace; a second one
+   * releases them at once.
+   */
+  async run(opts: { signals?: boolean | readonly NodeJS.Signals[] } = {}): Promise<void> {
+    const signals =
+      opts.signals === false
+        ? []
+        : opts.signals === true || !opts.signals
+          ? DRAIN_SIGNALS
+          : opts.signals;
+    const onSignal = (signal: NodeJS.Signals): void => {
+      this.log.info('signal: draining (a second one releases running tasks)', { signal });
+      void this.drain('shutdown').catch(() => undefined);
+    };
+    for (const s of signals) process.on(s, onSignal);
+    try {
+      await this.start();
+      await this.done;
+    } finally {
+      for (const s of signals) process.off(s, onSignal);
+    }
   }
 
   /**
@@ -573,6 +593,9 @@ export class Worker {
   }
 }
 
+/** What a process manager sends to stop a worker: the container runtime, and Ctrl-C. */
+const DRAIN_SIGNALS: readonly NodeJS.Signals[] = ['SIGTERM', 'SIGINT'];
+
 const isConsumerNotFound = (err: unknown): boolean =>
   err instanceof JetStreamApiError && err.code === JetStreamApiCodes.ConsumerNotFound;
 
@@ -580,6 +603,7 @@ const isConsumerNotFound = (err: unknown): boolean =>
  * Creates a worker (not started): `await createWorker({ tags, slots, handler }).run()`.
  * The handler gets the task input and `{ signal, runId, taskId, attemptId, ... }`.
  */
-export function createWorker(options: WorkerOptions): Worker {
-  return new Worker(options);
+export function createWorker<I = unknown, O = unknown>(options: WorkerOptions<I, O>): Worker {
+  // The handler's input type is the schema's output (checked at run time), or the caller's word.
+  return new Worker(options as unknown as WorkerOptions);
 }

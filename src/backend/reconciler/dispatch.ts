@@ -62,6 +62,7 @@ export async function dispatchTask(
   if (task.spec.command !== undefined) body.command = task.spec.command;
   if (task.spec.input !== undefined) body.input = task.spec.input;
   if (step?.timeoutMs != null) body.timeoutMs = step.timeoutMs;
+  if (step) body.output = step.output;
   await publishDispatch(ctx.js, ctx.names, tag, body);
   return { taskKey, tag, attempt, attemptId };
 }

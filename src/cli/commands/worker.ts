@@ -112,28 +112,21 @@ export function registerWorker(program: Command): void {
         ...(config.s3 && { s3: config.s3 }),
         log,
       });
-      const onSignal = (): void => {
-        // First signal drains; a second releases what still runs at once.
-        worker.drain('shutdown').catch(() => {});
-      };
-      // Started by `sonar workers` (src/dev/supervisor.ts), which gives every child an IPC
-      // channel: the channel closes when the supervisor dies, even by SIGKILL. Drain then, as
-      // on SIGTERM: a worker nobody supervises would run on with nobody to report it.
+      // SIGTERM and SIGINT drain it (run()). Started by `sonar workers`
+      // (src/dev/supervisor.ts), which gives every child an IPC channel: the channel closes
+      // when the supervisor dies, even by SIGKILL. Drain then too: a worker nobody supervises
+      // would run on with nobody to report it.
       const onSupervisorGone = (): void => {
         log.warn('supervisor gone: draining', { pid: process.pid, ppid: process.ppid });
-        onSignal();
+        worker.drain('shutdown').catch(() => {});
       };
       const supervised = typeof process.send === 'function';
-      process.on('SIGTERM', onSignal);
-      process.on('SIGINT', onSignal);
       // A 'disconnect' listener keeps the channel referenced: removed below, so a drained
       // worker still exits while its supervisor lives.
       if (supervised) process.on('disconnect', onSupervisorGone);
       try {
         await worker.run();
       } finally {
-        process.off('SIGTERM', onSignal);
-        process.off('SIGINT', onSignal);
         process.off('disconnect', onSupervisorGone);
       }
     });
