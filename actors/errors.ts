@@ -1,6 +1,6 @@
 /**
  * Errors shared by every layer. actors/ is the innermost layer, so streams/ and src/ extend
- * these. The wire codes are DESIGN.md section 6 plus `overloaded` (README, Contract);
+ * these. The wire codes are DESIGN.md section 6 plus `overloaded` (docs/contract.md);
  * `decode`, `timeout` and `unknown` never reach the wire.
  */
 export const ErrorCode = {

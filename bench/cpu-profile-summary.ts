@@ -2,7 +2,7 @@
  * Where a `node --cpu-prof` profile spent its time: busy share, self time by area (a
  * package, a source folder of ours, node internals, GC) and the top functions by self time.
  *   node --import tsx bench/cpu-profile-summary.ts FILE.cpuprofile [--top 25]
- * Used for the notes in README.md's benchmark section (`npm run bench:e2e -- --prof DIR`).
+ * Used for the notes in docs/benchmarks.md (`npm run bench:e2e -- --prof DIR`).
  */
 import { readFileSync } from 'node:fs';
 

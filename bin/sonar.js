@@ -5,7 +5,7 @@
 // A heap grown by 20% past the live size after each full GC (V8 otherwise lets it grow up to
 // several times under a burst of garbage, as a 100k-task submit is): the backend's RSS at
 // 100k Pending tasks falls from ~430 to ~290 MB for ~5% more CPU at saturation, and replay
-// speed is unchanged (bench/e2e.ts, README.md benchmark section).
+// speed is unchanged (bench/e2e.ts, docs/benchmarks.md).
 // deploy/Dockerfile's ENTRYPOINT passes the same flags (test/integration/package-install.test.ts
 // checks that they agree).
 // Runs the compiled CLI from dist/ (`npm run build`; `npm start` and `npm test` build it when

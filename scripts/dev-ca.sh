@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A development certificate authority for TLS between Sonar and nats-server, and between the
-# nodes of a NATS cluster (README, "TLS"). Not for production: keep a real CA's key offline.
+# nodes of a NATS cluster (docs/operations.md, "TLS"). Not for production: keep a real CA's key offline.
 #
 # Usage: scripts/dev-ca.sh [--client] DIR [NAME ...]
 #

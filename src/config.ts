@@ -189,7 +189,7 @@ export interface SonarConfig {
    * `SONAR_WORKER_COMMANDS`: which task commands a worker runs: `any`, `none` (only its own
    * handler or `-- CMD`), or a comma-separated allow-list of absolute paths or names that a
    * task's `command[0]` must equal exactly. A refused task fails for good.
-   * @defaultValue any (what workers did before the setting; see README, Configuration)
+   * @defaultValue any (what workers did before the setting; see docs/operations.md, Configuration)
    */
   workerCommands: CommandPolicy;
   /**
@@ -206,7 +206,7 @@ export interface SonarConfig {
    * `SONAR_MAX_OPEN_TASKS`: a submit that would take the open tasks (not yet settled: Pending,
    * Published, Running, Finalizing) over this many is refused with `overloaded`. Every
    * backend holds every task in memory (about 700 B each, plus its input): the default
-   * suits a backend with 1 GiB of memory and inputs of a few KiB (README, Configuration).
+   * suits a backend with 1 GiB of memory and inputs of a few KiB (docs/operations.md, Configuration).
    * @defaultValue 100000
    */
   maxOpenTasks: number;

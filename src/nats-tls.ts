@@ -1,5 +1,5 @@
 /**
- * The TLS of a NATS connection (README, "TLS"), from `SONAR_NATS_TLS_CA`,
+ * The TLS of a NATS connection (docs/operations.md, "TLS"), from `SONAR_NATS_TLS_CA`,
  * `SONAR_NATS_TLS_CERT`, `SONAR_NATS_TLS_KEY` and the URL's scheme.
  *
  * @module

@@ -1,4 +1,4 @@
-/** The end-to-end bench's tables: README style (markdown), ranges over rounds. */
+/** The end-to-end bench's tables: docs/benchmarks.md style (markdown), ranges over rounds. */
 import type { Latency, memoryAt, Recovery, Throughput } from './phases.js';
 import type { ReplayScaleResult } from './replay-scale.js';
 import type { usage } from './measure.js';

@@ -8,7 +8,7 @@ import type { LiveEntry } from '../backend/reconciler/index.js';
 import { openTasks, storeRoom } from '../backend/storage/index.js';
 import type { EventsStoreUsage } from '../backend/storage/index.js';
 
-/** `sonar status --json` (documented in the README). */
+/** `sonar status --json` (documented in docs/metrics.md). */
 export interface StatusView {
   /** The clock the ages are measured against (this machine's). */
   now: string;
@@ -52,7 +52,7 @@ export interface StatusView {
   /** Tasks held Poisoned (of `--run`, else of all runs). */
   poisoned: number;
   /**
-   * The events stream's room (README "Limits"): bytes stored, its bound (null: none), what
+   * The events stream's room (docs/operations.md, "Limits"): bytes stored, its bound (null: none), what
    * new work may still take after the share kept for open tasks (null: no bound), and `full`
    * when even a one-task run would be refused with `store_full`.
    */

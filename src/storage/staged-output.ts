@@ -142,7 +142,7 @@ export async function commitStagedOutput(
     throw refusal(`the output staged on ${subject} does not match its size and digest`);
   }
   // One message at a time: a purge filtered by subject makes 2.9 move every consumer of the
-  // stream past messages appended meanwhile (README, nats-server 2.9), other copies' too.
+  // stream past messages appended meanwhile (docs/internals.md, nats-server 2.9), other copies' too.
   for (const seq of seen) {
     await parts.jsm.streams.deleteMessage(parts.stream, seq, false).catch(() => undefined);
   }

@@ -15,7 +15,7 @@ describe('chaos: a poison payload that kills every worker that runs it', () => {
     // Supervised: each crashed worker is reported (`exited`) and replaced, as `sonar workers`
     // or Kubernetes would; the report makes the recovery immediate (DESIGN.md section 4).
     // One slot each: a task that shares a worker with the poison task is lost with it, and
-    // three such losses would kill that bystander too (see the README's faults table).
+    // three such losses would kill that bystander too (see the faults table in docs/faults.md).
     const fleet = Array.from({ length: 8 }, () => w.startWorker({ slots: 1, supervise: true }));
     await w.waitWorkersLive(fleet);
     await w.submit(chaosRun('poison', TASKS, [POISON]));

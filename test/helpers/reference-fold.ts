@@ -136,7 +136,7 @@ function advance(f: Folded, ref: AggregateRef, event: SonarEvent): boolean {
 const OPEN_TASK_STATES = ['Pending', 'Published', 'Running', 'Finalizing', 'Poisoned'];
 
 /**
- * The retention events, written from DESIGN.md and the README's Contract, not from
+ * The retention events, written from DESIGN.md and docs/contract.md, not from
  * projection.ts: a run expires once finished with no task open, with its own final state,
  * and is then forgotten but for its state; a worker expires once Left or Lost.
  */

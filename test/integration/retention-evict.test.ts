@@ -1,5 +1,5 @@
 /**
- * Retention bounds the projection (README "Full sweep, retention and bounded shutdown"): a
+ * Retention bounds the projection (docs/operations.md, "Full sweep, retention and bounded shutdown"): a
  * run finished more than SONAR_RETENTION ago is purged, then evicted with `RunExpired`, and a
  * worker ended that long ago with `WorkerExpired`. What is left of the run is its summary,
  * and every way of folding the stream agrees: the live projection, a fresh replay of what

@@ -57,7 +57,7 @@ describe('long chaos: a 3-node cluster, SONAR_REPLICAS=3, the streams leader SIG
     );
     // The node stays down while the run goes on, for at most DOWN_MS: a backend whose
     // projection consumer lived on the dead node cannot follow the log until it returns
-    // (README, "Faults survived"), so the wait is bounded instead of required.
+    // (docs/faults.md), so the wait is bounded instead of required.
     const progressed = await w.finalizedWithin(before + TASKS * 0.2, DOWN_MS);
     const during = (await w.finalizedCount()) - before;
     fault.what += `, down ${Math.round((Date.now() - fault.at) / 1000)} s, ${during} finalized meanwhile`;

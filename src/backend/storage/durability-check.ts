@@ -5,7 +5,7 @@
  * - Replicas: on a cluster every Sonar stream and bucket should keep 3 copies (writes then
  *   need a quorum of 2 and survive the loss of any one node). Fewer is a warning, or a refusal
  *   to start with `--strict-durability` (`SONAR_STRICT_DURABILITY=1`). A single server has no
- *   replication to check; its durability is its one disk (README, "Durability").
+ *   replication to check; its durability is its one disk (docs/operations.md, "Durability").
  * - fsync: servers 2.10 and later have `sync_interval` (default 2 min: an acknowledged write
  *   may sit in the page cache that long). Unless it is `always`, a power loss on a quorum of
  *   nodes at once can lose acknowledged writes (Jepsen's NATS 2.12 analysis, December 2025).
