@@ -110,7 +110,7 @@ export function registerStatus(program: Command): void {
     )
     .option('--run <id>', 'only this run (any state)')
     .option('--all', 'every run, finished ones too (default: runs with open work)')
-    .option('--json', 'print JSON (the shape is in the README)')
+    .option('--json', 'print JSON (the shape is in docs/metrics.md)')
     .option('--server <url>', 'NATS server (default: SONAR_NATS_URL)')
     .option('--prefix <prefix>', 'topology prefix (default: SONAR_PREFIX)')
     .action(async (flags: StatusFlags) => {
