@@ -15,6 +15,7 @@ import { finalizerPool } from '../../src/backend/finalize/finalizer-pool.js';
 import { dispatchTask } from '../../src/backend/reconciler/dispatch.js';
 import type { Dispatched } from '../../src/backend/reconciler/dispatch.js';
 import type { RunFile } from '../../src/protocol.js';
+import { eventually } from './eventually.js';
 import { startBackend } from './test-backend.js';
 import type { TestBackend } from './test-backend.js';
 
@@ -86,6 +87,19 @@ export const taskOf = (ctx: BackendContext, runId: string, taskId: string): Task
   if (!t) throw new Error(`no task ${runId}.${taskId}`);
   return t.snapshot;
 };
+
+/**
+ * Waits until every task the backend knows has a result: Finalizing or Succeeded (whether
+ * its finalizer ran already does not matter to a worker test).
+ */
+export const everyTaskHasResult = (ctx: BackendContext, timeoutMs: number): Promise<true> =>
+  eventually(
+    () =>
+      [...ctx.loop.projection.tasks.values()].every((t) =>
+        ['Finalizing', 'Succeeded'].includes(t.snapshot.value),
+      ),
+    { timeoutMs },
+  );
 
 /** Every stored event of one subject (may be a wildcard). */
 export const eventsOf = (ctx: BackendContext, subject: string): Promise<EventRecord[]> =>

@@ -11,7 +11,13 @@ import { ensureDispatchConsumer } from '../../streams/provision.js';
 import { eventually } from '../helpers/eventually.js';
 import { backendPerTest } from '../helpers/backend-per-test.js';
 import { serverPerFile } from '../helpers/server-per-file.js';
-import { dispatchRun, eventsOf, runFileOf, taskOf } from '../helpers/worker-fixtures.js';
+import {
+  dispatchRun,
+  eventsOf,
+  everyTaskHasResult,
+  runFileOf,
+  taskOf,
+} from '../helpers/worker-fixtures.js';
 import { freshTopology } from '../helpers/topology.js';
 
 const nats = serverPerFile();
@@ -64,13 +70,7 @@ describe('createWorker', () => {
       },
     });
     await dispatchRun(ctx, 'r1');
-    await eventually(
-      () =>
-        [...ctx.loop.projection.tasks.values()].every((t) =>
-          ['Finalizing', 'Succeeded'].includes(t.snapshot.value),
-        ),
-      { timeoutMs: 20_000 },
-    );
+    await everyTaskHasResult(ctx, 20_000);
     expect(peak).toBe(3);
     expect(heldPeak).toBeLessThanOrEqual(3);
   });
