@@ -7,8 +7,6 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { jetstreamManager } from '@nats-io/jetstream';
-import type { JetStreamManager } from '@nats-io/jetstream';
 import { Objm } from '@nats-io/obj';
 import { nuid } from '@nats-io/transport-node';
 import type { EventRecord } from '../../actors/projection.js';
@@ -31,11 +29,7 @@ import {
 import type { TestBackend } from '../helpers/test-backend.js';
 
 const nats = serverPerFile();
-let jsm: JetStreamManager;
 
-beforeAll(async () => {
-  jsm = await jetstreamManager(nats.nc);
-});
 afterAll(async () => {
   await killWorkers();
 });
@@ -63,8 +57,10 @@ async function replayed(
 
 /** The stream's state, and the sequence of the last event it still stores (0: none). */
 async function streamEnd(n: Names): Promise<{ lastSeq: number; stored: number; num: number }> {
-  const { state } = await jsm.streams.info(n.streams.events);
-  const m = await jsm.streams.getMessage(n.streams.events, { last_by_subj: n.subjects.eventsAll });
+  const { state } = await nats.jsm.streams.info(n.streams.events);
+  const m = await nats.jsm.streams.getMessage(n.streams.events, {
+    last_by_subj: n.subjects.eventsAll,
+  });
   return { lastSeq: state.last_seq, stored: m?.seq ?? 0, num: state.messages };
 }
 
@@ -77,7 +73,7 @@ describe('EventStore.replay ends', () => {
     expect(await store.readAggregate(n.subjects.run('r1'))).toEqual([]);
 
     await appendAll(store, [n.subjects.run('r1'), n.subjects.run('r2')]);
-    await jsm.streams.purge(n.streams.events);
+    await nats.jsm.streams.purge(n.streams.events);
     expect((await streamEnd(n)).lastSeq).toBe(2);
     expect(await replayed(store)).toEqual({ seqs: [], last: 0 });
     expect(await replayed(store, { fromSeq: 2 })).toEqual({ seqs: [], last: 1 });
@@ -98,8 +94,8 @@ describe('EventStore.replay ends', () => {
       n.subjects.task('r1', 't3'),
       n.subjects.run('r1'),
     ]);
-    await jsm.streams.deleteMessage(n.streams.events, seqs[2]!);
-    await jsm.streams.purge(n.streams.events, { filter: n.subjects.task('r2', '*') });
+    await nats.jsm.streams.deleteMessage(n.streams.events, seqs[2]!);
+    await nats.jsm.streams.purge(n.streams.events, { filter: n.subjects.task('r2', '*') });
     expect(await replayed(store)).toEqual({ seqs: [1, 2, 5, 6], last: 6 });
     expect(await replayed(store, { fromSeq: 3 })).toEqual({ seqs: [5, 6], last: 6 });
     expect(await replayed(store, { filter: n.subjects.task('r1', '*') })).toEqual({
@@ -124,9 +120,9 @@ describe('EventStore.replay ends', () => {
       n.subjects.step('old', 's1'),
       n.subjects.run('old'),
     ]);
-    await jsm.streams.purge(n.streams.events, { filter: n.subjects.task('old', '*') });
-    await jsm.streams.purge(n.streams.events, { filter: n.subjects.step('old', '*') });
-    await jsm.streams.purge(n.streams.events, { filter: n.subjects.run('old') });
+    await nats.jsm.streams.purge(n.streams.events, { filter: n.subjects.task('old', '*') });
+    await nats.jsm.streams.purge(n.streams.events, { filter: n.subjects.step('old', '*') });
+    await nats.jsm.streams.purge(n.streams.events, { filter: n.subjects.run('old') });
     // The shape the user reported: last_seq names a purged event.
     expect(await streamEnd(n)).toEqual({ lastSeq: 6, stored: 1, num: 1 });
     expect(await store.endSeq()).toBe(1);
@@ -141,7 +137,7 @@ describe('EventStore.replay ends', () => {
     expect(await store.endSeq()).toBe(7);
     expect(await replayed(store)).toEqual({ seqs: [1, 7], last: 7 });
     // Purged again (a new hole after the remembered one): looked up again.
-    await jsm.streams.purge(n.streams.events, { filter: n.subjects.run('new') });
+    await nats.jsm.streams.purge(n.streams.events, { filter: n.subjects.run('new') });
     expect(await store.endSeq()).toBe(1);
   });
 
@@ -165,8 +161,8 @@ describe('EventStore.replay ends', () => {
       if (purged) return;
       purged = true;
       // One subject from the middle of the stream, and the newest event: the end goes too.
-      await jsm.streams.purge(n.streams.events, { filter: n.subjects.task('big', 't7') });
-      await jsm.streams.purge(n.streams.events, { filter: n.subjects.run('tail') });
+      await nats.jsm.streams.purge(n.streams.events, { filter: n.subjects.task('big', 't7') });
+      await nats.jsm.streams.purge(n.streams.events, { filter: n.subjects.run('tail') });
     });
     const stored = new Set<number>();
     for (let s = 1; s < total; s++) if (s % 500 !== 8) stored.add(s); // t7 holds seq 8, 508, ...
