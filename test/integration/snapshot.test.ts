@@ -15,25 +15,16 @@ import {
 } from '../../src/backend/snapshots/snapshot.js';
 import { SNAPSHOT_FORMAT } from '../../src/backend/snapshots/snapshot-codec.js';
 import { snapshotter } from '../../src/backend/snapshots/snapshotter.js';
-import { createLogger, silentLogger } from '../../src/log.js';
+import { silentLogger } from '../../src/log.js';
 import type { Logger } from '../../src/log.js';
 import { eventually } from '../helpers/eventually.js';
+import { recordingLogger } from '../helpers/recording-logger.js';
 import { serverPerFile } from '../helpers/server-per-file.js';
 import { startBackend } from '../helpers/test-backend.js';
 import { dumpProjection } from '../helpers/projection-dump.js';
 import { freshTopology } from '../helpers/topology.js';
 
 const nats = serverPerFile();
-
-/** A logger that keeps its lines, to assert on warnings. */
-function recordingLogger(): { log: Logger; lines: { level: string; msg: string }[] } {
-  const lines: { level: string; msg: string }[] = [];
-  const log = createLogger({
-    level: 'debug',
-    destination: { write: (l: string) => void lines.push(JSON.parse(l) as (typeof lines)[0]) },
-  });
-  return { log, lines };
-}
 
 async function startLoop(n: Names, from?: Parameters<ProjectionLoop['start']>[0]) {
   const loop = new ProjectionLoop(new EventStore(nats.nc, n), silentLogger);
