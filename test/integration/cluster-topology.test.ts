@@ -37,9 +37,9 @@ describe('topology on a 3-node cluster', () => {
 
     // Stop the node that leads the events stream, then keep appending through the failover.
     const leader = info.cluster?.leader;
-    const index = nats.cluster.servers.findIndex((s) => s.name === leader);
+    const index = nats.servers.servers.findIndex((s) => s.name === leader);
     expect(index).toBeGreaterThanOrEqual(0);
-    await nats.cluster.stopNode(index);
+    await nats.servers.stopNode(index);
     let attempt = 0;
     for (let i = 1; i <= 5; i++) {
       const event =
@@ -62,7 +62,7 @@ describe('topology on a 3-node cluster', () => {
       );
       seq = ack.seq;
     }
-    await nats.cluster.restartNode(index);
+    await nats.servers.restartNode(index);
     await eventually(
       async () => {
         const i = await jsm.streams.info(n.streams.events);

@@ -16,7 +16,7 @@ const nats = clusterPerFile(3);
 afterAll(killAll);
 
 const backendEnv = (replicas: number) => ({
-  SONAR_NATS_URL: nats.cluster.urls.join(','),
+  SONAR_NATS_URL: nats.servers.urls.join(','),
   SONAR_PREFIX: freshPrefix(),
   SONAR_REPLICAS: String(replicas),
   SONAR_IMDS_URL: NO_IMDS,
