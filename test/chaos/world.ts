@@ -63,23 +63,21 @@ export const ECHO_COMMAND = echoCommand(0.05);
 
 export const TAG = 'chaos';
 
+/** The one step every chaos and long run has: `work`, on {@link TAG}, JSON outputs. */
+export const workRun = (runId: string, tasks: RunFile['steps'][number]['tasks']): RunFile => ({
+  runId,
+  steps: [{ id: 'work', tags: [TAG], output: 'json', tasks }],
+});
+
 /** A run of `count` tasks in one JSON step; `poison` names tasks whose payload kills workers. */
-export function chaosRun(runId: string, count: number, poison: string[] = []): RunFile {
-  return {
+export const chaosRun = (runId: string, count: number, poison: string[] = []): RunFile =>
+  workRun(
     runId,
-    steps: [
-      {
-        id: 'work',
-        tags: [TAG],
-        output: 'json',
-        tasks: Array.from({ length: count }, (_, i) => ({
-          id: `t${i}`,
-          input: poison.includes(`t${i}`) ? { n: i, poison: true } : { n: i },
-        })),
-      },
-    ],
-  };
-}
+    Array.from({ length: count }, (_, i) => ({
+      id: `t${i}`,
+      input: poison.includes(`t${i}`) ? { n: i, poison: true } : { n: i },
+    })),
+  );
 
 export interface WorldOptions {
   /**
