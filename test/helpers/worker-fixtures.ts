@@ -88,6 +88,17 @@ export const taskOf = (ctx: BackendContext, runId: string, taskId: string): Task
   return t.snapshot;
 };
 
+/** Waits until worker `workerId` has joined: Active in the backend's projection. */
+export const waitJoined = (
+  ctx: BackendContext,
+  workerId: string,
+  timeoutMs = 20_000,
+): Promise<true> =>
+  eventually(() => ctx.loop.projection.workers.get(workerId)?.snapshot.value === 'Active', {
+    timeoutMs,
+    message: `worker ${workerId} joined`,
+  });
+
 /**
  * Waits until every task the backend knows has a result: Finalizing or Succeeded (whether
  * its finalizer ran already does not matter to a worker test).

@@ -11,7 +11,7 @@ import { Objm } from '@nats-io/obj';
 import { nuid } from '@nats-io/transport-node';
 import type { EventRecord } from '../../actors/projection.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EventStore } from '../../streams/event-store.js';
+import type { EventStore } from '../../streams/event-store.js';
 import type { AppendItem } from '../../streams/event-store.js';
 import type { Names } from '../../streams/names.js';
 import { SNAPSHOT_OBJECT } from '../../src/backend/snapshots/snapshot.js';
@@ -19,12 +19,13 @@ import type { RunFile } from '../../src/protocol.js';
 import { eventually } from '../helpers/eventually.js';
 import { serverPerFile } from '../helpers/server-per-file.js';
 import { spawnSonar } from '../helpers/sonar-process.js';
-import { freshTopology } from '../helpers/topology.js';
+import { freshStore } from '../helpers/topology.js';
 import {
   killWorkers,
   runFileOf,
   spawnWorker,
   startTestBackend,
+  waitJoined,
 } from '../helpers/worker-fixtures.js';
 import type { TestBackend } from '../helpers/test-backend.js';
 
@@ -66,8 +67,7 @@ async function streamEnd(n: Names): Promise<{ lastSeq: number; stored: number; n
 
 describe('EventStore.replay ends', () => {
   it('on an empty stream, and on one emptied by a purge', async () => {
-    const n = await freshTopology(nats.nc);
-    const store = new EventStore(nats.nc, n);
+    const { n, store } = await freshStore(nats.nc);
     expect(await replayed(store)).toEqual({ seqs: [], last: 0 });
     expect(await store.endSeq()).toBe(0);
     expect(await store.readAggregate(n.subjects.run('r1'))).toEqual([]);
@@ -84,8 +84,7 @@ describe('EventStore.replay ends', () => {
   });
 
   it('with holes inside the stream, for the whole stream and for a wildcard filter', async () => {
-    const n = await freshTopology(nats.nc);
-    const store = new EventStore(nats.nc, n);
+    const { n, store } = await freshStore(nats.nc);
     const seqs = await appendAll(store, [
       n.subjects.worker('w1'),
       n.subjects.task('r1', 't1'),
@@ -110,8 +109,7 @@ describe('EventStore.replay ends', () => {
   });
 
   it('after a purge of its newest events: at the last event stored, not at last_seq', async () => {
-    const n = await freshTopology(nats.nc);
-    const store = new EventStore(nats.nc, n);
+    const { n, store } = await freshStore(nats.nc);
     await appendAll(store, [
       n.subjects.worker('w1'),
       n.subjects.run('old'),
@@ -142,8 +140,7 @@ describe('EventStore.replay ends', () => {
   });
 
   it('when a purge lands while it reads, with every event still stored read once, in order', async () => {
-    const n = await freshTopology(nats.nc);
-    const store = new EventStore(nats.nc, n);
+    const { n, store } = await freshStore(nats.nc);
     // More than one pull batch (32,768): the events after it are not delivered yet when the
     // purge lands, and on 2.9 the purge moves the replay's consumer past all of them.
     const total = 40_000;
@@ -186,10 +183,7 @@ describe('after retention purged the newest events', () => {
     );
     dir = await mkdtemp(join(tmpdir(), 'sonar-stream-end-'));
     spawnWorker(tb.env, ['--worker-id', 'w1', '--tags', 'a', '--slots', '4']);
-    await eventually(() => tb.ctx.loop.projection.workers.get('w1')?.snapshot.value === 'Active', {
-      timeoutMs: 20_000,
-      message: 'worker w1 joined',
-    });
+    await waitJoined(tb.ctx, 'w1');
   });
   afterAll(async () => {
     await tb?.stop();

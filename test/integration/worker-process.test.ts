@@ -10,13 +10,7 @@ import { eventually } from '../helpers/eventually.js';
 import { backendPerTest } from '../helpers/backend-per-test.js';
 import { serverPerFile } from '../helpers/server-per-file.js';
 import { tempDirPerFile } from '../helpers/temp-dir-per-file.js';
-import {
-  dispatchRun,
-  eventsOf,
-  everyTaskHasResult,
-  spawnWorker,
-  taskOf,
-} from '../helpers/worker-fixtures.js';
+import { dispatchRun, eventsOf, spawnWorker, taskOf } from '../helpers/worker-fixtures.js';
 import type { WorkerProcess } from '../helpers/worker-fixtures.js';
 
 const nats = serverPerFile();
@@ -122,7 +116,7 @@ describe('sonar worker', () => {
       ],
     });
     await dispatchRun(ctx, 'r1');
-    await everyTaskHasResult(ctx, 30_000);
+    await backends.everyTaskHasResult(30_000);
     clearInterval(sampler);
     for (const [key, t] of ctx.loop.projection.tasks) {
       expect(t.snapshot.context.workerId, key).toBe(key.startsWith('r1.a') ? 'wa' : 'wb');

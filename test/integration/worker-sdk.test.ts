@@ -11,13 +11,7 @@ import { ensureDispatchConsumer } from '../../streams/provision.js';
 import { eventually } from '../helpers/eventually.js';
 import { backendPerTest } from '../helpers/backend-per-test.js';
 import { serverPerFile } from '../helpers/server-per-file.js';
-import {
-  dispatchRun,
-  eventsOf,
-  everyTaskHasResult,
-  runFileOf,
-  taskOf,
-} from '../helpers/worker-fixtures.js';
+import { dispatchRun, eventsOf, runFileOf, taskOf } from '../helpers/worker-fixtures.js';
 import { freshTopology } from '../helpers/topology.js';
 
 const nats = serverPerFile();
@@ -70,7 +64,7 @@ describe('createWorker', () => {
       },
     });
     await dispatchRun(ctx, 'r1');
-    await everyTaskHasResult(ctx, 20_000);
+    await backends.everyTaskHasResult(20_000);
     expect(peak).toBe(3);
     expect(heldPeak).toBeLessThanOrEqual(3);
   });
