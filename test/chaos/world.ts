@@ -241,6 +241,16 @@ export class ChaosWorld {
     if (!this.stopping) this.startWorker(opts);
   }
 
+  /**
+   * Starts `count` supervised workers (one fenced off as lost exits and is replaced, see the
+   * README) and waits until every one of them is live.
+   */
+  async startSupervisedWorkers(count: number): Promise<void> {
+    await this.waitWorkersLive(
+      Array.from({ length: count }, () => this.startWorker({ supervise: true })),
+    );
+  }
+
   /** Waits until every one of `procs` has its key in the registry (joined and pulsing). */
   async waitWorkersLive(procs: SonarProcess[], timeoutMs = 60_000): Promise<void> {
     const kv = await new Kvm(this.nc).open(this.n.buckets.workers);

@@ -30,7 +30,7 @@ describe('long chaos: a 3-node cluster, SONAR_REPLICAS=3, the streams leader SIG
     await w.startBackend();
     await w.startBackend();
     // Supervised, as Kubernetes would: a worker the backend fences off exits and is replaced.
-    await w.waitWorkersLive(Array.from({ length: 6 }, () => w.startWorker({ supervise: true })));
+    await w.startSupervisedWorkers(6);
     await w.submit(chaosRun('kill-node', TASKS));
     await w.waitFinalized(TASKS * 0.3);
 
