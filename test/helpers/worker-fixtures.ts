@@ -162,3 +162,12 @@ export async function killWorkers(): Promise<void> {
   );
   await Promise.all(waits);
 }
+
+/** Spawns `sonar worker` on tag `tags` with `slots` slots, every task of it running `sh -c script`. */
+export const spawnShellWorker = (
+  env: Record<string, string>,
+  slots: number,
+  script: string,
+  tags = 'linux',
+): WorkerProcess =>
+  spawnWorker(env, ['--tags', tags, '--slots', String(slots), '--', 'sh', '-c', script]);
