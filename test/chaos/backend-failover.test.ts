@@ -16,7 +16,7 @@ describe('chaos: the leading backend SIGKILLed twice, with a standby', () => {
     // One at a time: the first provisions the topology (see the README on concurrent starts).
     await w.startBackend();
     await w.startBackend();
-    await w.waitWorkersLive(Array.from({ length: 6 }, () => w.startWorker({ supervise: true })));
+    await w.startSupervisedWorkers(6);
     await w.submit(chaosRun('kill-leader', TASKS));
 
     const faults: Fault[] = [];

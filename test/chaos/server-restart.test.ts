@@ -15,8 +15,7 @@ describe('chaos: the single nats-server SIGKILLed mid-run, restarted on its port
   it('every process reconnects and the run completes with nothing lost', async () => {
     const w = await chaos.world();
     await w.startBackend();
-    // Supervised: a worker fenced off as lost exits and is replaced (see docs/faults.md).
-    await w.waitWorkersLive(Array.from({ length: 6 }, () => w.startWorker({ supervise: true })));
+    await w.startSupervisedWorkers(6);
     await w.submit(chaosRun('kill-server', TASKS));
     await w.waitFinalized(TASKS * 0.3);
 

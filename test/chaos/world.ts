@@ -63,23 +63,21 @@ export const ECHO_COMMAND = echoCommand(0.05);
 
 export const TAG = 'chaos';
 
+/** The one step every chaos and long run has: `work`, on {@link TAG}, JSON outputs. */
+export const workRun = (runId: string, tasks: RunFile['steps'][number]['tasks']): RunFile => ({
+  runId,
+  steps: [{ id: 'work', tags: [TAG], output: 'json', tasks }],
+});
+
 /** A run of `count` tasks in one JSON step; `poison` names tasks whose payload kills workers. */
-export function chaosRun(runId: string, count: number, poison: string[] = []): RunFile {
-  return {
+export const chaosRun = (runId: string, count: number, poison: string[] = []): RunFile =>
+  workRun(
     runId,
-    steps: [
-      {
-        id: 'work',
-        tags: [TAG],
-        output: 'json',
-        tasks: Array.from({ length: count }, (_, i) => ({
-          id: `t${i}`,
-          input: poison.includes(`t${i}`) ? { n: i, poison: true } : { n: i },
-        })),
-      },
-    ],
-  };
-}
+    Array.from({ length: count }, (_, i) => ({
+      id: `t${i}`,
+      input: poison.includes(`t${i}`) ? { n: i, poison: true } : { n: i },
+    })),
+  );
 
 export interface WorldOptions {
   /**
@@ -241,6 +239,16 @@ export class ChaosWorld {
       .request('exited', report)
       .catch((err: unknown) => this.exitReportFailures.push(`${proc.name}: ${String(err)}`));
     if (!this.stopping) this.startWorker(opts);
+  }
+
+  /**
+   * Starts `count` supervised workers (one fenced off as lost exits and is replaced, see
+   * docs/faults.md) and waits until every one of them is live.
+   */
+  async startSupervisedWorkers(count: number): Promise<void> {
+    await this.waitWorkersLive(
+      Array.from({ length: count }, () => this.startWorker({ supervise: true })),
+    );
   }
 
   /** Waits until every one of `procs` has its key in the registry (joined and pulsing). */

@@ -7,13 +7,15 @@ import { afterEach } from 'vitest';
 import type { Worker } from '../../src/worker/worker.js';
 import type { ServerPerFile } from './server-per-file.js';
 import type { TestBackend } from './test-backend.js';
-import { killWorkers, startTestBackend } from './worker-fixtures.js';
+import { everyTaskHasResult, killWorkers, startTestBackend } from './worker-fixtures.js';
 
 export interface BackendPerTest {
   /** Starts the running test's backend: `env` on top of the test settings. */
   start(env?: Record<string, string>, opts?: { reconciler?: boolean }): Promise<TestBackend>;
   /** Hands `w` over to be drained after the test, before the backend stops. */
   drainAfter(w: Worker): Worker;
+  /** Waits until every task of the running test's backend has a result (everyTaskHasResult). */
+  everyTaskHasResult(timeoutMs: number): Promise<true>;
 }
 
 export function backendPerTest(nats: ServerPerFile): BackendPerTest {
@@ -35,6 +37,10 @@ export function backendPerTest(nats: ServerPerFile): BackendPerTest {
     drainAfter(w) {
       workers.push(w);
       return w;
+    },
+    everyTaskHasResult(timeoutMs) {
+      if (!tb) throw new Error('backendPerTest: no backend started in this test');
+      return everyTaskHasResult(tb.ctx, timeoutMs);
     },
   };
 }

@@ -9,6 +9,13 @@ import { FINALIZE_TEST_ENV, objOutputs } from './finalize-fixtures.js';
 import { startBackend } from './test-backend.js';
 import type { TestBackend } from './test-backend.js';
 
+/** What a pool backend is started with: the pool's own options and the backend's parts. */
+export type PoolBackendOptions = FinalizerPoolOptions & {
+  env?: Record<string, string>;
+  outputStore?: OutputStore;
+  handlers?: (ctx: BackendContext) => Handlers;
+};
+
 /**
  * A backend on `n`'s prefix whose only component is a finalizer pool (reach it with
  * `component(FinalizerPool)`), serving `handlers` (none by default), its outputs in the test
@@ -18,16 +25,7 @@ export const startPoolBackend = (
   nc: NatsConnection,
   url: string,
   n: Names,
-  {
-    env,
-    outputStore,
-    handlers,
-    ...pool
-  }: FinalizerPoolOptions & {
-    env?: Record<string, string>;
-    outputStore?: OutputStore;
-    handlers?: (ctx: BackendContext) => Handlers;
-  } = {},
+  { env, outputStore, handlers, ...pool }: PoolBackendOptions = {},
 ): Promise<TestBackend> =>
   startBackend({
     url,

@@ -11,6 +11,7 @@ import type { BackendContext } from '../../src/backend/context.js';
 import { reconcilerLoop } from '../../src/backend/reconciler/reconciler-loop.js';
 import type { ReconcilerLoopOptions } from '../../src/backend/reconciler/reconciler-loop.js';
 import type { Logger } from '../../src/log.js';
+import type { ServerPerFile } from './server-per-file.js';
 import { startBackend } from './test-backend.js';
 import type { TestBackend } from './test-backend.js';
 
@@ -57,6 +58,24 @@ export const startReconcilerBackend = (
 export async function workersBucket(nc: NatsConnection, prefix: string): Promise<KV> {
   return new Kvm(nc).open(`${prefix}_workers`);
 }
+
+/** What a reconciler test file starts on its server (serverPerFile), by prefix. */
+export interface ReconcilerBackends {
+  /** A reconciler backend on `prefix`, on the file's connection unless given `nc`. */
+  start(
+    prefix: string,
+    o?: Parameters<typeof startReconcilerBackend>[3],
+    nc?: NatsConnection,
+  ): Promise<TestBackend>;
+  /** The workers bucket of `prefix`, to put pulses in. */
+  workers(prefix: string, nc?: NatsConnection): Promise<KV>;
+}
+
+/** {@link startReconcilerBackend} and {@link workersBucket} on the file's server. */
+export const reconcilerBackendsOn = (nats: ServerPerFile): ReconcilerBackends => ({
+  start: (prefix, o = {}, nc = nats.nc) => startReconcilerBackend(nats.server.url, nc, prefix, o),
+  workers: (prefix, nc = nats.nc) => workersBucket(nc, prefix),
+});
 
 /** Puts a registry entry (DESIGN.md section 4) as a worker's pulse would. */
 export async function pulse(

@@ -52,9 +52,33 @@ export interface SecureNats extends SecureEnvironment {
   stop(): Promise<void>;
 }
 
-export async function startSecureNats(opts: { prefix?: string } = {}): Promise<SecureNats> {
-  const root = await mkdtemp(join(tmpdir(), 'sonar-secure-'));
+/**
+ * What `start` starts in a fresh temp root (`<tmp>/<name>-XXXXXX`), whose `stop()` then also
+ * removes the root and every file in it; the root goes at once when `start` fails.
+ */
+async function inTempRoot<T extends { stop(): Promise<void> }>(
+  name: string,
+  start: (root: string) => Promise<T>,
+): Promise<T> {
+  const root = await mkdtemp(join(tmpdir(), `${name}-`));
+  const removeRoot = () => rm(root, { recursive: true, force: true, maxRetries: 3 });
   try {
+    const started = await start(root);
+    return {
+      ...started,
+      async stop() {
+        await started.stop();
+        await removeRoot();
+      },
+    };
+  } catch (err: unknown) {
+    await removeRoot();
+    throw err;
+  }
+}
+
+export const startSecureNats = (opts: { prefix?: string } = {}): Promise<SecureNats> =>
+  inTempRoot('sonar-secure', async (root) => {
     const dir = join(root, 'creds');
     const storeDir = join(root, 'js');
     await mkdir(storeDir);
@@ -74,16 +98,9 @@ export async function startSecureNats(opts: { prefix?: string } = {}): Promise<S
       ...secureEnvironment([server.url], credentials, paths),
       server,
       dir,
-      async stop() {
-        await server.stop();
-        await rm(root, { recursive: true, force: true, maxRetries: 3 });
-      },
+      stop: () => server.stop(),
     };
-  } catch (err: unknown) {
-    await rm(root, { recursive: true, force: true, maxRetries: 3 });
-    throw err;
-  }
-}
+  });
 
 /** The role environments and connections of credentials `paths` on servers `urls`. */
 function secureEnvironment(
@@ -144,8 +161,7 @@ export async function startSecureCluster(
   opts: { prefix?: string } & Omit<NatsClusterOptions, 'nodeConfig' | 'connectOptions'> = {},
 ): Promise<SecureCluster> {
   const { prefix, ...clusterOpts } = opts;
-  const root = await mkdtemp(join(tmpdir(), 'sonar-secure-cluster-'));
-  try {
+  return inTempRoot('sonar-secure-cluster', async (root) => {
     const dir = join(root, 'creds');
     const { credentials, paths } = await initCredentials(dir, {
       ...(prefix !== undefined && { prefix }),
@@ -164,13 +180,7 @@ export async function startSecureCluster(
       ...secureEnvironment(cluster.urls, credentials, paths),
       cluster,
       dir,
-      async stop() {
-        await cluster.stop();
-        await rm(root, { recursive: true, force: true, maxRetries: 3 });
-      },
+      stop: () => cluster.stop(),
     };
-  } catch (err: unknown) {
-    await rm(root, { recursive: true, force: true, maxRetries: 3 });
-    throw err;
-  }
+  });
 }

@@ -1,6 +1,7 @@
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { nuid } from '@nats-io/transport-node';
+import { EventStore } from '../../streams/event-store.js';
 import { names } from '../../streams/names.js';
 import type { Names } from '../../streams/names.js';
 import { ensureTopology } from '../../streams/provision.js';
@@ -18,4 +19,10 @@ export async function freshTopology(
   const n = names(freshPrefix());
   await ensureTopology(await jetstreamManager(nc), n, { ...DEFAULT_TOPOLOGY_OPTIONS, ...opts });
   return n;
+}
+
+/** An event store on a fresh topology of `nc`, and that topology's names. */
+export async function freshStore(nc: NatsConnection): Promise<{ n: Names; store: EventStore }> {
+  const n = await freshTopology(nc);
+  return { n, store: new EventStore(nc, n) };
 }

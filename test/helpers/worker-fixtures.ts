@@ -15,6 +15,7 @@ import { finalizerPool } from '../../src/backend/finalize/finalizer-pool.js';
 import { dispatchTask } from '../../src/backend/reconciler/dispatch.js';
 import type { Dispatched } from '../../src/backend/reconciler/dispatch.js';
 import type { RunFile } from '../../src/protocol.js';
+import { eventually } from './eventually.js';
 import { startBackend } from './test-backend.js';
 import type { TestBackend } from './test-backend.js';
 
@@ -87,6 +88,30 @@ export const taskOf = (ctx: BackendContext, runId: string, taskId: string): Task
   return t.snapshot;
 };
 
+/** Waits until worker `workerId` has joined: Active in the backend's projection. */
+export const waitJoined = (
+  ctx: BackendContext,
+  workerId: string,
+  timeoutMs = 20_000,
+): Promise<true> =>
+  eventually(() => ctx.loop.projection.workers.get(workerId)?.snapshot.value === 'Active', {
+    timeoutMs,
+    message: `worker ${workerId} joined`,
+  });
+
+/**
+ * Waits until every task the backend knows has a result: Finalizing or Succeeded (whether
+ * its finalizer ran already does not matter to a worker test).
+ */
+export const everyTaskHasResult = (ctx: BackendContext, timeoutMs: number): Promise<true> =>
+  eventually(
+    () =>
+      [...ctx.loop.projection.tasks.values()].every((t) =>
+        ['Finalizing', 'Succeeded'].includes(t.snapshot.value),
+      ),
+    { timeoutMs },
+  );
+
 /** Every stored event of one subject (may be a wildcard). */
 export const eventsOf = (ctx: BackendContext, subject: string): Promise<EventRecord[]> =>
   ctx.store.readAggregate(subject);
@@ -137,3 +162,12 @@ export async function killWorkers(): Promise<void> {
   );
   await Promise.all(waits);
 }
+
+/** Spawns `sonar worker` on tag `tags` with `slots` slots, every task of it running `sh -c script`. */
+export const spawnShellWorker = (
+  env: Record<string, string>,
+  slots: number,
+  script: string,
+  tags = 'linux',
+): WorkerProcess =>
+  spawnWorker(env, ['--tags', tags, '--slots', String(slots), '--', 'sh', '-c', script]);

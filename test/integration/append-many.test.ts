@@ -11,7 +11,7 @@ import { EventStore } from '../../streams/event-store.js';
 import type { AppendItem } from '../../streams/event-store.js';
 import { taskCreated, taskPublished } from '../helpers/event-builders.js';
 import { serverPerFile } from '../helpers/server-per-file.js';
-import { freshTopology } from '../helpers/topology.js';
+import { freshStore, freshTopology } from '../helpers/topology.js';
 
 const nats = serverPerFile();
 
@@ -23,8 +23,7 @@ const item = (subject: string, id: string, e: SonarEvent, expectedSeq?: number):
 
 describe('EventStore.appendMany', () => {
   it('appends many aggregates, a window at a time, results in input order', async () => {
-    const n = await freshTopology(nats.nc);
-    const store = new EventStore(nats.nc, n);
+    const { n, store } = await freshStore(nats.nc);
     const items = Array.from({ length: 300 }, (_, i) =>
       item(n.subjects.task('r1', `t${i}`), `c${i}`, taskCreated({ taskId: `t${i}` }), 0),
     );
@@ -38,8 +37,7 @@ describe('EventStore.appendMany', () => {
   });
 
   it('a stale expected sequence is a ConcurrencyError for that entry only', async () => {
-    const n = await freshTopology(nats.nc);
-    const store = new EventStore(nats.nc, n);
+    const { n, store } = await freshStore(nats.nc);
     const a = n.subjects.task('r1', 'a');
     const b = n.subjects.task('r1', 'b');
     const [created] = await store.appendMany([item(a, 'ca', taskCreated({ taskId: 'a' }), 0)]);
@@ -58,8 +56,7 @@ describe('EventStore.appendMany', () => {
   });
 
   it('a repeated msg id is stored once and answered as a duplicate', async () => {
-    const n = await freshTopology(nats.nc);
-    const store = new EventStore(nats.nc, n);
+    const { n, store } = await freshStore(nats.nc);
     const subject = n.subjects.task('r1', 't1');
     const e = taskCreated();
     const [first] = await store.appendMany([item(subject, 'same', e, 0)]);
@@ -71,8 +68,7 @@ describe('EventStore.appendMany', () => {
   });
 
   it('stores a given payload as is, and the event id as its msg id', async () => {
-    const n = await freshTopology(nats.nc);
-    const store = new EventStore(nats.nc, n);
+    const { n, store } = await freshStore(nats.nc);
     const subject = n.subjects.task('r1', 't1');
     const e = taskCreated();
     const event = { id: 'pre', type: e.type, data: e.data };

@@ -14,6 +14,7 @@ import type { Verb } from '../../src/protocol.js';
 import { serverPerFile } from '../helpers/server-per-file.js';
 import { startTestBackend } from '../helpers/worker-fixtures.js';
 import type { TestBackend } from '../helpers/test-backend.js';
+import { VALID_REQUESTS, attempt } from '../helpers/valid-requests.js';
 
 const nats = serverPerFile();
 let tb: TestBackend;
@@ -50,44 +51,15 @@ async function ask(
   return m.json();
 }
 
-const attempt = { runId: 'r1', taskId: 't1', attemptId: 'a1', token: 'tok', workerId: 'w1' };
-const VALID: Record<Verb, unknown> = {
-  join: { workerId: 'w1', host: 'h', tags: ['linux'], slots: 2 },
-  start: attempt,
-  result: { ...attempt, output: { inline: 'aGk=', bytes: 2 } },
-  fail: { ...attempt, exitCode: 1, error: 'boom', retryable: true },
-  release: attempt,
-  drain: { workerId: 'w1', reason: 'shutdown' },
-  leave: { workerId: 'w1' },
-  exited: { workerId: 'w1', code: 1 },
-  'submit.begin': {
-    runId: 'r1',
-    hash: 'h',
-    steps: [{ id: 's', tags: ['linux'], taskCount: 1 }],
-    taskCount: 1,
-  },
-  'submit.tasks': { runId: 'r1', stepId: 's', tasks: [{ id: 't1' }] },
-  'submit.commit': { runId: 'r1' },
-  cancel: { runId: 'r1' },
-  enroll: { workerId: 'w1', publicKey: 'UDVPD2BGZCODEIBX5DJAQZFKRNTG2RRCVULITRXT4PBTP6DFA4Y5JEVG' },
-  renew: { workerId: 'w1', publicKey: 'UDVPD2BGZCODEIBX5DJAQZFKRNTG2RRCVULITRXT4PBTP6DFA4Y5JEVG' },
-  revoke: { workerId: 'w1' },
-  'poisoned.list': { runId: 'r1' },
-  'poisoned.show': { runId: 'r1', taskId: 't1' },
-  'poisoned.retry': { runId: 'r1', taskId: 't1', by: 'ops@host' },
-  'poisoned.cancel': { runId: 'r1', taskId: 't1', reason: 'x' },
-  sweep: {},
-};
-
 /** One field of a valid payload replaced by something of the wrong kind, or dropped. */
 const broken = fc
   .tuple(
-    fc.constantFrom(...(Object.keys(VALID) as Verb[])),
+    fc.constantFrom(...(Object.keys(VALID_REQUESTS) as Verb[])),
     fc.nat(),
     fc.oneof(fc.jsonValue(), fc.constantFrom('', 'a.b', '*', '>', -1, 1.5, null)),
   )
   .map(([verb, i, value]) => {
-    const body = { ...(VALID[verb] as Record<string, unknown>) };
+    const body = { ...(VALID_REQUESTS[verb] as Record<string, unknown>) };
     const keys = Object.keys(body);
     const key = keys[i % keys.length]!;
     if (i % 5 === 0) delete body[key];
@@ -96,6 +68,17 @@ const broken = fc
   })
   // Only what the schema refuses: a valid join would (rightly) write a WorkerJoined.
   .filter(({ verb, body }) => !requestSchemas[verb].safeParse(body).success);
+
+/** Begins run `runId` (one step `s` on tag `x` of `taskCount` tasks): the backend accepts it. */
+async function beginSubmit(runId: string, hash: string, taskCount: number): Promise<void> {
+  const begun = await ask('submit.begin', {
+    runId,
+    hash,
+    steps: [{ id: 's', tags: ['x'], taskCount }],
+    taskCount,
+  });
+  expect(begun).toHaveProperty('ok');
+}
 
 describe('a refused API request leaves no partial write', () => {
   it('150 random schema failures: each refused with `validation`, nothing written', async () => {
@@ -137,13 +120,7 @@ describe('a refused API request leaves no partial write', () => {
   });
 
   it('a chunk with one bad task among good ones writes none of them', async () => {
-    const ok = await ask('submit.begin', {
-      runId: 'chunk',
-      hash: 'h2',
-      steps: [{ id: 's', tags: ['x'], taskCount: 3 }],
-      taskCount: 3,
-    });
-    expect(ok).toHaveProperty('ok');
+    await beginSubmit('chunk', 'h2', 3);
     const before = await watermark();
     const reply = await ask('submit.tasks', {
       runId: 'chunk',
@@ -192,13 +169,7 @@ describe('input that blew up inside the backend is refused with `validation`, by
   });
 
   it('an input nested 100k levels deep, and one nested 65 levels', async () => {
-    const begun = await ask('submit.begin', {
-      runId: 'nest',
-      hash: 'h3',
-      steps: [{ id: 's', tags: ['x'], taskCount: 2 }],
-      taskCount: 2,
-    });
-    expect(begun).toHaveProperty('ok');
+    await beginSubmit('nest', 'h3', 2);
     const before = await watermark();
     for (const levels of [100_000, 65]) {
       const raw = `{"runId":"nest","stepId":"s","tasks":[{"id":"t0"},{"id":"t1","input":${nestedJson(levels)}}]}`;

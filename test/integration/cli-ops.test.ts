@@ -6,7 +6,12 @@ import type { RunFile } from '../../src/protocol.js';
 import { eventually } from '../helpers/eventually.js';
 import { runSonar } from '../helpers/sonar-process.js';
 import { serverPerFile } from '../helpers/server-per-file.js';
-import { killWorkers, spawnWorker, startTestBackend } from '../helpers/worker-fixtures.js';
+import {
+  killWorkers,
+  spawnWorker,
+  startTestBackend,
+  waitJoined,
+} from '../helpers/worker-fixtures.js';
 import type { TestBackend } from '../helpers/test-backend.js';
 
 const nats = serverPerFile();
@@ -17,10 +22,7 @@ beforeAll(async () => {
   tb = await startTestBackend(nats.server.url, nats.nc, {}, { reconciler: true });
   dir = await mkdtemp(join(tmpdir(), 'sonar-cli-'));
   spawnWorker(tb.env, ['--worker-id', 'w1', '--tags', 'a', '--slots', '2']);
-  await eventually(() => tb.ctx.loop.projection.workers.get('w1')?.snapshot.value === 'Active', {
-    timeoutMs: 20_000,
-    message: 'worker w1 joined',
-  });
+  await waitJoined(tb.ctx, 'w1');
 });
 afterAll(async () => {
   await killWorkers();

@@ -1,7 +1,5 @@
 import { jetstreamManager } from '@nats-io/jetstream';
-import { connect } from '@nats-io/transport-node';
-import type { NatsConnection } from '@nats-io/transport-node';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { EventStore } from '../../streams/event-store.js';
 import { names } from '../../streams/names.js';
 import { ensureTopology } from '../../streams/provision.js';
@@ -10,26 +8,14 @@ import { whenPlaceable } from '../../src/backend/storage/index.js';
 import { createLogger } from '../../src/log.js';
 import { taskCreated, taskPublished, taskRequeued } from '../helpers/event-builders.js';
 import { eventually } from '../helpers/eventually.js';
-import { startNatsCluster } from '../helpers/nats-cluster.js';
-import type { NatsCluster } from '../helpers/nats-cluster.js';
+import { clusterPerFile } from '../helpers/cluster-per-file.js';
 import { freshPrefix } from '../helpers/topology.js';
 
-let cluster: NatsCluster;
-let nc: NatsConnection;
-
-beforeAll(async () => {
-  cluster = await startNatsCluster({ size: 3 });
-  nc = await connect({ servers: cluster.urls });
-});
-
-afterAll(async () => {
-  await nc?.close();
-  await cluster?.stop();
-});
+const nats = clusterPerFile(3);
 
 describe('topology on a 3-node cluster', () => {
   it('with replicas 3 survives one node restart, and appends keep working', async () => {
-    const jsm = await jetstreamManager(nc);
+    const jsm = await jetstreamManager(nats.nc);
     const n = names(freshPrefix());
     const opts = { ...DEFAULT_TOPOLOGY_OPTIONS, replicas: 3 };
     // As the backend does: a cluster just formed may not yet place three replicas.
@@ -43,7 +29,7 @@ describe('topology on a 3-node cluster', () => {
     const info = await jsm.streams.info(n.streams.events);
     expect(info.config.num_replicas).toBe(3);
 
-    const store = new EventStore(nc, n);
+    const store = new EventStore(nats.nc, n);
     const subject = n.subjects.task('r1', 't1');
     let seq = (
       await store.append(subject, { id: 'c1', ...pick(taskCreated()) }, { expectedSeq: 0 })
@@ -51,9 +37,9 @@ describe('topology on a 3-node cluster', () => {
 
     // Stop the node that leads the events stream, then keep appending through the failover.
     const leader = info.cluster?.leader;
-    const index = cluster.servers.findIndex((s) => s.name === leader);
+    const index = nats.servers.servers.findIndex((s) => s.name === leader);
     expect(index).toBeGreaterThanOrEqual(0);
-    await cluster.stopNode(index);
+    await nats.servers.stopNode(index);
     let attempt = 0;
     for (let i = 1; i <= 5; i++) {
       const event =
@@ -76,7 +62,7 @@ describe('topology on a 3-node cluster', () => {
       );
       seq = ack.seq;
     }
-    await cluster.restartNode(index);
+    await nats.servers.restartNode(index);
     await eventually(
       async () => {
         const i = await jsm.streams.info(n.streams.events);

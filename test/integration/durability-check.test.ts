@@ -1,34 +1,22 @@
 import { jetstreamManager } from '@nats-io/jetstream';
-import { connect } from '@nats-io/transport-node';
-import type { NatsConnection } from '@nats-io/transport-node';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import {
   judgeDurability,
   readDurabilityFacts,
 } from '../../src/backend/storage/durability-check.js';
 import { eventually } from '../helpers/eventually.js';
-import { startNatsCluster } from '../helpers/nats-cluster.js';
-import type { NatsCluster } from '../helpers/nats-cluster.js';
+import { clusterPerFile } from '../helpers/cluster-per-file.js';
 import { freshTopology } from '../helpers/topology.js';
 import { NO_IMDS, spawnWorker } from '../helpers/worker-fixtures.js';
 import { killAll, spawnSonar } from '../helpers/sonar-process.js';
 import { freshPrefix } from '../helpers/topology.js';
 
-let cluster: NatsCluster;
-let nc: NatsConnection;
-
-beforeAll(async () => {
-  cluster = await startNatsCluster({ size: 3 });
-  nc = await connect({ servers: cluster.urls });
-});
-afterAll(async () => {
-  await killAll();
-  await nc?.close();
-  await cluster?.stop();
-});
+const nats = clusterPerFile(3);
+// Registered after the cluster's: the processes are killed before the cluster stops.
+afterAll(killAll);
 
 const backendEnv = (replicas: number) => ({
-  SONAR_NATS_URL: cluster.urls.join(','),
+  SONAR_NATS_URL: nats.servers.urls.join(','),
   SONAR_PREFIX: freshPrefix(),
   SONAR_REPLICAS: String(replicas),
   SONAR_IMDS_URL: NO_IMDS,
@@ -36,8 +24,8 @@ const backendEnv = (replicas: number) => ({
 
 describe('durability check on a 3-node cluster', () => {
   it('reads every Sonar stream, bucket and store with its replica count', async () => {
-    const n = await freshTopology(nc, { replicas: 1 });
-    const facts = await readDurabilityFacts(nc, await jetstreamManager(nc), n);
+    const n = await freshTopology(nats.nc, { replicas: 1 });
+    const facts = await readDurabilityFacts(nats.nc, await jetstreamManager(nats.nc), n);
     expect(facts.cluster).toBe('sonar_test');
     expect(facts.serverVersion).toMatch(/^2\./);
     expect(facts.streams.map((s) => s.name)).toContain(n.streams.events);

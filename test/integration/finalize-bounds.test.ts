@@ -16,7 +16,6 @@ import { FailureLog } from '../../src/backend/finalize/failure-log.js';
 import { IO_TIMEOUT_LEASES } from '../../src/backend/finalize/finalizer-pool.js';
 import { loadConfig } from '../../src/config.js';
 import { outputKey } from '../../src/storage/output-store.js';
-import { KvResultsSink } from '../../src/storage/results-sink.js';
 import type {
   OutputBody,
   ResultRecord,
@@ -24,24 +23,13 @@ import type {
   UpsertOutcome,
 } from '../../src/storage/results-sink.js';
 import { eventually } from '../helpers/eventually.js';
-import { startPoolBackend } from '../helpers/finalize-backend.js';
-import {
-  InstrumentedOutputs,
-  InstrumentedSink,
-  ObjOutputStore,
-  countIn,
-  enqueueAll,
-  openWriter,
-  seedFinalizing,
-  stateOf,
-  taskIds,
-} from '../helpers/finalize-fixtures.js';
-import type { TestWriter } from '../helpers/finalize-fixtures.js';
-import { serverPerFile } from '../helpers/server-per-file.js';
+import { InstrumentedOutputs, InstrumentedSink, taskIds } from '../helpers/finalize-fixtures.js';
+import { finalizeWorldPerFile } from '../helpers/finalize-world.js';
+import type { FinalizeScene } from '../helpers/finalize-world.js';
 import { spawnSonar } from '../helpers/sonar-process.js';
-import { freshTopology } from '../helpers/topology.js';
 
-const nats = serverPerFile();
+const world = finalizeWorldPerFile();
+const { nats } = world;
 
 const MiB = 1024 * 1024;
 const GiB = 1024 * MiB;
@@ -77,7 +65,7 @@ async function failureHistory(n: Names, taskId: string) {
   return (await FailureLog.open(nats.nc, n)).history('r1', taskId, 'a1');
 }
 
-async function poisonedError(n: Names, w: TestWriter, taskId: string) {
+async function poisonedError({ n, w }: FinalizeScene, taskId: string) {
   const events = await w.store.readAggregate(n.subjects.task('r1', taskId));
   const last = events.at(-1)!;
   expect(last.type).toBe('TaskPoisoned');
@@ -88,12 +76,13 @@ describe('bounded finalization', () => {
   it('four JSON outputs at the default SONAR_MAX_OUTPUT, finalized at once, keep a backend under 1 GiB RSS', async () => {
     const limit = loadConfig({}).maxOutputBytes;
     expect(limit).toBe(64 * MiB);
-    const n = await freshTopology(nats.nc);
-    const w = await openWriter(nats.nc, n);
-    const outputs = await ObjOutputStore.open(nats.nc, n);
+    // The real backend's default lease, the topology's too.
+    const s = await world.scene({});
+    const { n } = s;
+    const outputs = s.objects;
     const big = jsonOfSize(limit);
     const ids = taskIds(4);
-    const jobs = await seedFinalizing(w.writer, n, {
+    const jobs = await s.seed({
       runId: 'r1',
       taskIds: ids,
       output: 'json',
@@ -113,12 +102,12 @@ describe('bounded finalization', () => {
       const jsm = await jetstreamManager(nats.nc);
       let leased = 0;
       const startedAt = performance.now();
-      await enqueueAll(nats.nc, n, jobs);
+      await s.enqueue(jobs);
       await eventually(
         async () => {
           const info = await jsm.consumers.info(n.streams.finalize, n.consumers.finalizer);
           leased = Math.max(leased, info.num_ack_pending);
-          return countIn(w.loop, 'r1', 'Succeeded') === ids.length;
+          return s.countIn('r1', 'Succeeded') === ids.length;
         },
         { timeoutMs: 150_000, intervalMs: 100 },
       );
@@ -132,107 +121,88 @@ describe('bounded finalization', () => {
       // All four lanes held a job at once: the peak is that of four outputs in flight.
       expect(leased).toBe(4);
       expect(peak).toBeLessThan(GiB);
-      const kv = await KvResultsSink.open(nats.nc, n);
-      expect(await kv.get('r1', 't0')).toMatchObject({ bytes: limit, kind: 'json' });
+      expect(await s.kv.get('r1', 't0')).toMatchObject({ bytes: limit, kind: 'json' });
     } finally {
       await backend.kill('SIGTERM');
-      await w.stop();
     }
   }, 240_000);
 
   it('refuses an output over SONAR_MAX_OUTPUT from its metadata, without reading it', async () => {
-    const n = await freshTopology(nats.nc, { finalizeLeaseMs: 2_000 });
-    const w = await openWriter(nats.nc, n);
-    const outputs = new InstrumentedOutputs(await ObjOutputStore.open(nats.nc, n));
+    const s = await world.scene();
+    const { n } = s;
+    const outputs = new InstrumentedOutputs(s.objects);
     const sink = new InstrumentedSink(null);
-    const b = await startPoolBackend(nats.nc, nats.server.url, n, {
-      sink,
+    await s.startPool({ sink, outputs, env: { SONAR_MAX_OUTPUT: '1MiB' } });
+    await s.seedAndEnqueue({
+      runId: 'r1',
+      taskIds: ['big'],
+      stored: () => true,
+      outputFor: () => jsonOfSize(MiB + 1),
       outputs,
-      env: { SONAR_MAX_OUTPUT: '1MiB' },
     });
-    try {
-      const jobs = await seedFinalizing(w.writer, n, {
-        runId: 'r1',
-        taskIds: ['big'],
-        stored: () => true,
-        outputFor: () => jsonOfSize(MiB + 1),
-        outputs,
-      });
-      await enqueueAll(nats.nc, n, jobs);
-      await eventually(() => stateOf(w.loop, 'r1', 'big') === 'Poisoned');
-      const poisoned = await poisonedError(n, w, 'big');
-      expect(poisoned.error).toBe(
-        `output "r1/big/a1" of r1.big is 1048577 bytes, over SONAR_MAX_OUTPUT (1MiB)`,
-      );
-      expect(poisoned.deliveries).toBe(1);
-      const history = await failureHistory(n, 'big');
-      expect(history).toMatchObject([{ delivery: 1, permanent: true, error: poisoned.error }]);
-      expect(outputs.bytesRead.get(outputKey('r1', 'big', 'a1')) ?? 0).toBe(0);
-      expect(sink.calls).toHaveLength(0);
-    } finally {
-      await b.stop();
-      await w.stop();
-    }
+    await eventually(() => s.stateOf('r1', 'big') === 'Poisoned');
+    const poisoned = await poisonedError(s, 'big');
+    expect(poisoned.error).toBe(
+      `output "r1/big/a1" of r1.big is 1048577 bytes, over SONAR_MAX_OUTPUT (1MiB)`,
+    );
+    expect(poisoned.deliveries).toBe(1);
+    const history = await failureHistory(n, 'big');
+    expect(history).toMatchObject([{ delivery: 1, permanent: true, error: poisoned.error }]);
+    expect(outputs.bytesRead.get(outputKey('r1', 'big', 'a1')) ?? 0).toBe(0);
+    expect(sink.calls).toHaveLength(0);
   });
 
   it("refuses a ref to another task's object, and a wrong bytes, at once", async () => {
-    const n = await freshTopology(nats.nc, { finalizeLeaseMs: 2_000 });
-    const w = await openWriter(nats.nc, n);
-    const outputs = new InstrumentedOutputs(await ObjOutputStore.open(nats.nc, n));
-    const sink = new InstrumentedSink(await KvResultsSink.open(nats.nc, n));
-    const b = await startPoolBackend(nats.nc, nats.server.url, n, { sink, outputs });
-    try {
-      // Another task's output, in the store under its own name.
-      const theirs = outputKey('r1', 'victim', 'a1');
-      await outputs.put(
-        theirs,
-        new TextEncoder().encode(JSON.stringify({ secret: 'x'.repeat(20_000) })),
-      );
-      const jobs = await seedFinalizing(w.writer, n, {
-        runId: 'r1',
-        taskIds: ['thief', 'liar', 'honest'],
-        stored: () => true,
-        outputFor: (t) => jsonOfSize(t === 'honest' ? 40_000 : 30_000),
-        outputs,
-        refFor: (t) => (t === 'thief' ? theirs : undefined),
-        declaredBytesFor: (t) => (t === 'liar' ? 29_000 : undefined),
-      });
-      await enqueueAll(nats.nc, n, jobs);
-      await eventually(
-        () =>
-          stateOf(w.loop, 'r1', 'thief') === 'Poisoned' &&
-          stateOf(w.loop, 'r1', 'liar') === 'Poisoned' &&
-          stateOf(w.loop, 'r1', 'honest') === 'Succeeded',
-      );
-      const thief = await poisonedError(n, w, 'thief');
-      expect(thief.error).toBe(
-        `output ref "r1/victim/a1" of r1.thief is not attempt a1's own object "r1/thief/a1"`,
-      );
-      const liar = await poisonedError(n, w, 'liar');
-      expect(liar.error).toBe(
-        `output "r1/liar/a1" of r1.liar is 30000 bytes in the output store, but the result declared 'bytes' 29000`,
-      );
-      for (const t of ['thief', 'liar']) {
-        expect(await failureHistory(n, t)).toMatchObject([{ delivery: 1, permanent: true }]);
-        expect(sink.callsFor(`r1.${t}`)).toHaveLength(0);
-      }
-      // Refused before any read: neither the other task's object nor the liar's was read.
-      expect(outputs.bytesRead.get(theirs) ?? 0).toBe(0);
-      expect(outputs.bytesRead.get(outputKey('r1', 'liar', 'a1')) ?? 0).toBe(0);
-      expect(outputs.bytesRead.get(outputKey('r1', 'honest', 'a1'))).toBe(40_000);
-    } finally {
-      await b.stop();
-      await w.stop();
+    const s = await world.scene();
+    const { n } = s;
+    const outputs = new InstrumentedOutputs(s.objects);
+    const sink = new InstrumentedSink(s.kv);
+    await s.startPool({ sink, outputs });
+    // Another task's output, in the store under its own name.
+    const theirs = outputKey('r1', 'victim', 'a1');
+    await outputs.put(
+      theirs,
+      new TextEncoder().encode(JSON.stringify({ secret: 'x'.repeat(20_000) })),
+    );
+    await s.seedAndEnqueue({
+      runId: 'r1',
+      taskIds: ['thief', 'liar', 'honest'],
+      stored: () => true,
+      outputFor: (t) => jsonOfSize(t === 'honest' ? 40_000 : 30_000),
+      outputs,
+      refFor: (t) => (t === 'thief' ? theirs : undefined),
+      declaredBytesFor: (t) => (t === 'liar' ? 29_000 : undefined),
+    });
+    await eventually(
+      () =>
+        s.stateOf('r1', 'thief') === 'Poisoned' &&
+        s.stateOf('r1', 'liar') === 'Poisoned' &&
+        s.stateOf('r1', 'honest') === 'Succeeded',
+    );
+    const thief = await poisonedError(s, 'thief');
+    expect(thief.error).toBe(
+      `output ref "r1/victim/a1" of r1.thief is not attempt a1's own object "r1/thief/a1"`,
+    );
+    const liar = await poisonedError(s, 'liar');
+    expect(liar.error).toBe(
+      `output "r1/liar/a1" of r1.liar is 30000 bytes in the output store, but the result declared 'bytes' 29000`,
+    );
+    for (const t of ['thief', 'liar']) {
+      expect(await failureHistory(n, t)).toMatchObject([{ delivery: 1, permanent: true }]);
+      expect(sink.callsFor(`r1.${t}`)).toHaveLength(0);
     }
+    // Refused before any read: neither the other task's object nor the liar's was read.
+    expect(outputs.bytesRead.get(theirs) ?? 0).toBe(0);
+    expect(outputs.bytesRead.get(outputKey('r1', 'liar', 'a1')) ?? 0).toBe(0);
+    expect(outputs.bytesRead.get(outputKey('r1', 'honest', 'a1'))).toBe(40_000);
   });
 
   it('a sink that never settles ends Poisoned within its delivery budget, and the lane moves on', async () => {
     const leaseMs = 1_000;
     const maxDeliver = 6;
     const backoff = { backoffBase: 100, backoffCap: 400 };
-    const n = await freshTopology(nats.nc, { finalizeLeaseMs: leaseMs });
-    const w = await openWriter(nats.nc, n);
-    const kv = await KvResultsSink.open(nats.nc, n);
+    const s = await world.scene({ finalizeLeaseMs: leaseMs });
+    const { n, kv } = s;
     const attempts: number[] = [];
     // Hangs for task `stuck` (and ignores its signal, as a careless sink would).
     const sink: ResultsSink = {
@@ -244,57 +214,42 @@ describe('bounded finalization', () => {
       },
     };
     // One lane: the good job behind the stuck one is finalized only if the lane is freed.
-    const b = await startPoolBackend(nats.nc, nats.server.url, n, {
-      sink,
-      size: 1,
-      ...backoff,
-      env: { SONAR_FINALIZE_LEASE: '1s' },
+    await s.startPool({ sink, size: 1, ...backoff, env: { SONAR_FINALIZE_LEASE: '1s' } });
+    const [stuck, good] = await s.seed({ runId: 'r1', taskIds: ['stuck', 'good'] });
+    const startedAt = performance.now();
+    await s.enqueue([stuck!]);
+    await eventually(() => attempts.length === 1);
+    await s.enqueue([good!]);
+    await eventually(() => s.stateOf('r1', 'good') === 'Succeeded', {
+      timeoutMs: 20_000,
     });
-    try {
-      const [stuck, good] = await seedFinalizing(w.writer, n, {
-        runId: 'r1',
-        taskIds: ['stuck', 'good'],
-      });
-      const startedAt = performance.now();
-      await enqueueAll(nats.nc, n, [stuck!]);
-      await eventually(() => attempts.length === 1);
-      await enqueueAll(nats.nc, n, [good!]);
-      await eventually(() => stateOf(w.loop, 'r1', 'good') === 'Succeeded', {
-        timeoutMs: 20_000,
-      });
-      expect(stateOf(w.loop, 'r1', 'stuck')).toBe('Finalizing');
-      const timeoutMs = IO_TIMEOUT_LEASES * leaseMs;
-      // Each delivery waits out its deadline; the naks in between wait 100, 200, 400... ms.
-      const budgetMs = maxDeliver * timeoutMs + 4 * 400 + 300;
-      await eventually(() => stateOf(w.loop, 'r1', 'stuck') === 'Poisoned', {
-        timeoutMs: budgetMs + 10_000,
-        intervalMs: 100,
-      });
-      const tookMs = performance.now() - startedAt;
-      console.log(
-        `never-settling sink poisoned after ${(tookMs / 1000).toFixed(1)} s ` +
-          `(${maxDeliver} deliveries x ${timeoutMs} ms deadline, budget ${budgetMs} ms)`,
-      );
-      expect(tookMs).toBeGreaterThanOrEqual(maxDeliver * timeoutMs - 100);
-      expect(tookMs).toBeLessThan(budgetMs + 5_000);
-      expect(attempts).toHaveLength(maxDeliver);
-      const poisoned = await poisonedError(n, w, 'stuck');
-      expect(poisoned).toMatchObject({
-        deliveries: maxDeliver,
-        error: 'sink write of r1.stuck did not settle within 4s',
-      });
-      const history = await failureHistory(n, 'stuck');
-      expect(history.map((f) => f.delivery)).toEqual([1, 2, 3, 4, 5, 6]);
-      expect(history.every((f) => !f.permanent && /did not settle within 4s/.test(f.error))).toBe(
-        true,
-      );
-      const jsm = await jetstreamManager(nats.nc);
-      await eventually(
-        async () => (await jsm.streams.info(n.streams.finalize)).state.messages === 0,
-      );
-    } finally {
-      await b.stop();
-      await w.stop();
-    }
+    expect(s.stateOf('r1', 'stuck')).toBe('Finalizing');
+    const timeoutMs = IO_TIMEOUT_LEASES * leaseMs;
+    // Each delivery waits out its deadline; the naks in between wait 100, 200, 400... ms.
+    const budgetMs = maxDeliver * timeoutMs + 4 * 400 + 300;
+    await eventually(() => s.stateOf('r1', 'stuck') === 'Poisoned', {
+      timeoutMs: budgetMs + 10_000,
+      intervalMs: 100,
+    });
+    const tookMs = performance.now() - startedAt;
+    console.log(
+      `never-settling sink poisoned after ${(tookMs / 1000).toFixed(1)} s ` +
+        `(${maxDeliver} deliveries x ${timeoutMs} ms deadline, budget ${budgetMs} ms)`,
+    );
+    expect(tookMs).toBeGreaterThanOrEqual(maxDeliver * timeoutMs - 100);
+    expect(tookMs).toBeLessThan(budgetMs + 5_000);
+    expect(attempts).toHaveLength(maxDeliver);
+    const poisoned = await poisonedError(s, 'stuck');
+    expect(poisoned).toMatchObject({
+      deliveries: maxDeliver,
+      error: 'sink write of r1.stuck did not settle within 4s',
+    });
+    const history = await failureHistory(n, 'stuck');
+    expect(history.map((f) => f.delivery)).toEqual([1, 2, 3, 4, 5, 6]);
+    expect(history.every((f) => !f.permanent && /did not settle within 4s/.test(f.error))).toBe(
+      true,
+    );
+    const jsm = await jetstreamManager(nats.nc);
+    await eventually(async () => (await jsm.streams.info(n.streams.finalize)).state.messages === 0);
   }, 90_000);
 });

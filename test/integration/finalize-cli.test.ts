@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { IllegalTransitionError } from '../../actors/errors.js';
 import { progress } from '../../actors/reconciler/progress.js';
 import type { Names } from '../../streams/names.js';
@@ -9,37 +9,29 @@ import { ConcurrencyError } from '../../streams/errors.js';
 import { aggregateSubject } from '../../src/backend/projection/aggregate-subject.js';
 import type { PoisonedDetail, PoisonedTask } from '../../src/backend/finalize/poisoned-admin.js';
 import { apiHandlers } from '../../src/backend/api/handlers/index.js';
-import { KvResultsSink } from '../../src/storage/results-sink.js';
 import { eventually } from '../helpers/eventually.js';
-import { startPoolBackend } from '../helpers/finalize-backend.js';
-import type { TestBackend } from '../helpers/test-backend.js';
-import {
-  InstrumentedSink,
-  enqueueAll,
-  openWriter,
-  seedFinalizing,
-  stateOf,
-} from '../helpers/finalize-fixtures.js';
+import { InstrumentedSink } from '../helpers/finalize-fixtures.js';
 import type { TestWriter } from '../helpers/finalize-fixtures.js';
-import { serverPerFile } from '../helpers/server-per-file.js';
-import { freshTopology } from '../helpers/topology.js';
+import { finalizeWorldPerFile } from '../helpers/finalize-world.js';
+import type { FinalizeScene } from '../helpers/finalize-world.js';
 
 const run = promisify(execFile);
 
-const nats = serverPerFile();
+const world = finalizeWorldPerFile();
+const { nats } = world;
+/** The file's one scene: every test reads what the ones before it left. */
+let s: FinalizeScene;
 let n: Names;
 let w: TestWriter;
-let b: TestBackend;
-let sink: InstrumentedSink;
 /** The cause of the poison: a results database that refuses writes until it is fixed. */
 let broken = true;
 
 beforeAll(async () => {
-  n = await freshTopology(nats.nc, { finalizeLeaseMs: 2_000, finalizeMaxDeliver: 2 });
-  w = await openWriter(nats.nc, n);
-  sink = new InstrumentedSink(await KvResultsSink.open(nats.nc, n));
+  s = await world.scene({ finalizeLeaseMs: 2_000, finalizeMaxDeliver: 2 });
+  ({ n, w } = s);
+  const sink = new InstrumentedSink(s.kv);
   sink.failWhen = (r) => broken && r.taskId.startsWith('p');
-  b = await startPoolBackend(nats.nc, nats.server.url, n, {
+  await s.startPool({
     sink,
     backoffBase: 50,
     env: { SONAR_FINALIZE_MAX_DELIVER: '2' },
@@ -48,20 +40,15 @@ beforeAll(async () => {
   });
   // r1: ok1 finalizes; p1 and p2 are poisoned. r2: its only task p1 is poisoned.
   const jobs = [
-    ...(await seedFinalizing(w.writer, n, { runId: 'r1', taskIds: ['ok1', 'p1', 'p2'] })),
-    ...(await seedFinalizing(w.writer, n, { runId: 'r2', taskIds: ['p1'] })),
+    ...(await s.seed({ runId: 'r1', taskIds: ['ok1', 'p1', 'p2'] })),
+    ...(await s.seed({ runId: 'r2', taskIds: ['p1'] })),
   ];
-  await enqueueAll(nats.nc, n, jobs);
+  await s.enqueue(jobs);
   await eventually(() =>
     ['r1.p1', 'r1.p2', 'r2.p1'].every(
       (k) => w.loop.projection.tasks.get(k)?.snapshot.value === 'Poisoned',
     ),
   );
-});
-
-afterAll(async () => {
-  await b?.stop();
-  await w?.stop();
 });
 
 /** The reconciler's step and run completion (actors/reconciler/progress.ts), run to rest. */
@@ -159,7 +146,7 @@ describe('sonar poisoned', () => {
       round: 1,
       step: 'Ready',
     });
-    await eventually(() => stateOf(w.loop, 'r2', 'p1') === 'Succeeded');
+    await eventually(() => s.stateOf('r2', 'p1') === 'Succeeded');
     const events = await w.store.readAggregate(n.subjects.task('r2', 'p1'));
     expect(events.map((e) => e.type).slice(-3)).toEqual([
       'TaskPoisoned',
@@ -178,14 +165,14 @@ describe('sonar poisoned', () => {
   it('cancel: the task is Cancelled and its Blocked step fails, then its run', async () => {
     // r1: retry p1 (now fine), leaving p2 poisoned: the step is Blocked again.
     expect((await sonar('retry', 'r1.p1')).code).toBe(0);
-    await eventually(() => stateOf(w.loop, 'r1', 'p1') === 'Succeeded');
+    await eventually(() => s.stateOf('r1', 'p1') === 'Succeeded');
     await reconcileProgress();
     expect(stepState('r1.s1')).toBe('Blocked');
     expect(runState('r1')).toBe('Running');
     const out = await sonar('cancel', 'r1.p2', '--json');
     expect(out.code).toBe(0);
     expect(JSON.parse(out.stdout)).toEqual({ task: 'r1.p2', step: 'Failed' });
-    expect(stateOf(w.loop, 'r1', 'p2')).toBe('Cancelled');
+    expect(s.stateOf('r1', 'p2')).toBe('Cancelled');
     await reconcileProgress();
     expect(runState('r1')).toBe('Failed');
     expect((await sonar('list', '--json')).stdout).toContain('"tasks": []');

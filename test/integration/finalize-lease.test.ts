@@ -1,20 +1,11 @@
 import { jetstreamManager } from '@nats-io/jetstream';
-import { connect } from '@nats-io/transport-node';
 import { describe, expect, it } from 'vitest';
-import { KvResultsSink } from '../../src/storage/results-sink.js';
 import { eventually } from '../helpers/eventually.js';
-import { startPoolBackend } from '../helpers/finalize-backend.js';
-import {
-  InstrumentedSink,
-  enqueueAll,
-  openWriter,
-  seedFinalizing,
-  stateOf,
-} from '../helpers/finalize-fixtures.js';
-import { serverPerFile } from '../helpers/server-per-file.js';
-import { freshTopology } from '../helpers/topology.js';
+import { InstrumentedSink } from '../helpers/finalize-fixtures.js';
+import { finalizeWorldPerFile } from '../helpers/finalize-world.js';
 
-const nats = serverPerFile();
+const world = finalizeWorldPerFile();
+const { nats } = world;
 
 const LEASE_MS = 1_000;
 const env = { SONAR_FINALIZE_LEASE: '1s' };
@@ -27,40 +18,31 @@ async function deliveries(stream: string, consumer: string): Promise<number> {
 
 describe('lease renewal', () => {
   it('a job slower than ack_wait that keeps renewing is not redelivered', async () => {
-    const n = await freshTopology(nats.nc, { finalizeLeaseMs: LEASE_MS });
-    const w = await openWriter(nats.nc, n);
-    const sink = new InstrumentedSink(await KvResultsSink.open(nats.nc, n));
+    const s = await world.scene({ finalizeLeaseMs: LEASE_MS });
+    const sink = new InstrumentedSink(s.kv);
     sink.delayMs = 3.5 * LEASE_MS;
-    const b = await startPoolBackend(nats.nc, nats.server.url, n, { sink, env });
-    try {
-      const jobs = await seedFinalizing(w.writer, n, { runId: 'r1', taskIds: ['slow'] });
-      await enqueueAll(nats.nc, n, jobs);
-      await eventually(() => stateOf(w.loop, 'r1', 'slow') === 'Succeeded', { timeoutMs: 10_000 });
-      // Another lane of the same pool would have taken a redelivery: one call, none redelivered.
-      expect(sink.calls).toHaveLength(1);
-      expect(await deliveries(n.streams.finalize, n.consumers.finalizer)).toBe(1);
-    } finally {
-      await b.stop();
-      await w.stop();
-    }
+    await s.startPool({ sink, env });
+    await s.seedAndEnqueue({ runId: 'r1', taskIds: ['slow'] });
+    await eventually(() => s.stateOf('r1', 'slow') === 'Succeeded', { timeoutMs: 10_000 });
+    // Another lane of the same pool would have taken a redelivery: one call, none redelivered.
+    expect(sink.calls).toHaveLength(1);
+    expect(await deliveries(s.n.streams.finalize, s.n.consumers.finalizer)).toBe(1);
   });
 
   it('a job whose consumer dies is redelivered after the lease', async () => {
-    const n = await freshTopology(nats.nc, { finalizeLeaseMs: LEASE_MS });
-    const w = await openWriter(nats.nc, n);
-    const kv = await KvResultsSink.open(nats.nc, n);
+    const s = await world.scene({ finalizeLeaseMs: LEASE_MS });
+    const { n, kv } = s;
     // Backend A, on a connection of its own, takes the job and hangs in the sink.
-    const ncA = await connect({ servers: nats.server.url });
+    const ncA = await world.connect();
     let release = () => {};
     const hung = new InstrumentedSink(kv);
     hung.hold = new Promise<void>((r) => (release = r));
-    const a = await startPoolBackend(ncA, nats.server.url, n, { sink: hung, env, size: 1 });
-    const jobs = await seedFinalizing(w.writer, n, { runId: 'r1', taskIds: ['t1'] });
-    await enqueueAll(nats.nc, n, jobs);
+    await s.startPool({ sink: hung, env, size: 1 }, ncA);
+    await s.seedAndEnqueue({ runId: 'r1', taskIds: ['t1'] });
     await eventually(() => hung.calls.length === 1);
     // A renews the lease while it hangs: nothing is redelivered though the lease passes twice.
     const sinkB = new InstrumentedSink(kv);
-    const b = await startPoolBackend(nats.nc, nats.server.url, n, { sink: sinkB, env });
+    await s.startPool({ sink: sinkB, env });
     try {
       await eventually(() => performance.now() - hung.calls[0]!.at > 2 * LEASE_MS, {
         intervalMs: 100,
@@ -69,7 +51,7 @@ describe('lease renewal', () => {
       // A dies: its connection goes, with no nak and no more renewals.
       const diedAt = performance.now();
       await ncA.close();
-      await eventually(() => stateOf(w.loop, 'r1', 't1') === 'Succeeded', { timeoutMs: 10_000 });
+      await eventually(() => s.stateOf('r1', 't1') === 'Succeeded', { timeoutMs: 10_000 });
       const after = sinkB.calls[0]!.at - diedAt;
       console.log(
         `job redelivered ${after.toFixed(0)} ms after its consumer died (lease ${LEASE_MS} ms)`,
@@ -80,10 +62,8 @@ describe('lease renewal', () => {
       expect(await deliveries(n.streams.finalize, n.consumers.finalizer)).toBe(2);
       expect((await kv.get('r1', 't1'))?.attemptId).toBe('a1');
     } finally {
+      // A's hung sink call lets go, so the scene can stop A.
       release();
-      await b.stop();
-      await a.stop();
-      await w.stop();
     }
   });
 });

@@ -6,15 +6,11 @@ import { LeaderLock } from '../../src/backend/reconciler/leader.js';
 import { runSubmitted, stepCreated, taskCreated, workerJoined } from '../helpers/event-builders.js';
 import { eventually } from '../helpers/eventually.js';
 import { serverPerFile } from '../helpers/server-per-file.js';
-import {
-  eventsOfType,
-  pulse,
-  startReconcilerBackend,
-  workersBucket,
-} from '../helpers/reconciler-backend.js';
+import { eventsOfType, pulse, reconcilerBackendsOn } from '../helpers/reconciler-backend.js';
 import { freshPrefix, freshTopology } from '../helpers/topology.js';
 
 const nats = serverPerFile();
+const reconcilers = reconcilerBackendsOn(nats);
 
 describe('LeaderLock', () => {
   const TTL = 1_000;
@@ -85,9 +81,9 @@ describe('reconciler failover', () => {
     const prefix = freshPrefix();
     const ncA = await connect({ servers: nats.server.url });
     const ncB = await connect({ servers: nats.server.url });
-    const a = await startReconcilerBackend(nats.server.url, ncA, prefix, { nodeId: 'node-a' });
+    const a = await reconcilers.start(prefix, { nodeId: 'node-a' }, ncA);
     await eventually(() => a.component(ReconcilerLoop).isLeader(), { message: 'a leads' });
-    const b = await startReconcilerBackend(nats.server.url, ncB, prefix, { nodeId: 'node-b' });
+    const b = await reconcilers.start(prefix, { nodeId: 'node-b' }, ncB);
     try {
       // Several ticks: b stays standby while a renews.
       await new Promise((r) => setTimeout(r, 600));
@@ -121,7 +117,7 @@ describe('reconciler failover', () => {
       expect(elected.map((e) => e.data)).toEqual([{ nodeId: 'node-a' }, { nodeId: 'node-b' }]);
 
       // The new leader places work.
-      const kv = await workersBucket(ncB, prefix);
+      const kv = await reconcilers.workers(prefix, ncB);
       const s = b.ctx.names.subjects;
       await b.append(s.worker('w1'), workerJoined({ workerId: 'w1' }));
       await pulse(kv, 'w1');

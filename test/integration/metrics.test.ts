@@ -66,6 +66,11 @@ function sample(text: string, series: string): number | undefined {
   return line === undefined ? undefined : Number(line.slice(series.length + 1));
 }
 
+/** Every series named in `want` has its value in `text` (one diff shows all that differ). */
+function expectSamples(text: string, want: Record<string, number>): void {
+  expect(Object.fromEntries(Object.keys(want).map((s) => [s, sample(text, s)]))).toEqual(want);
+}
+
 describe('the HTTP server (SONAR_HTTP_PORT)', () => {
   it('is off unless SONAR_HTTP_PORT is set', () => {
     const ctx = { ...backend.ctx, config: { ...backend.ctx.config, httpPort: undefined } };
@@ -98,12 +103,14 @@ describe('the HTTP server (SONAR_HTTP_PORT)', () => {
 
   it('exposes metrics that move: publishes go up after a submit', async () => {
     const before = await (await get('/metrics')).text();
-    expect(sample(before, 'sonar_task_publishes_total')).toBe(0);
-    expect(sample(before, 'sonar_task_requeues_total{reason="worker-lost"}')).toBe(0);
-    expect(sample(before, 'sonar_workers_live')).toBe(1);
-    expect(sample(before, 'sonar_capacity{tag="a"}')).toBe(2);
-    expect(sample(before, 'sonar_capacity_global')).toBe(2);
-    expect(sample(before, 'sonar_finalize_queue_depth')).toBe(0);
+    expectSamples(before, {
+      sonar_task_publishes_total: 0,
+      'sonar_task_requeues_total{reason="worker-lost"}': 0,
+      sonar_workers_live: 1,
+      'sonar_capacity{tag="a"}': 2,
+      sonar_capacity_global: 2,
+      sonar_finalize_queue_depth: 0,
+    });
 
     const runId = 'm1';
     await new SonarClient(nats.nc, { prefix: backend.ctx.names.prefix }).submit({
@@ -119,12 +126,14 @@ describe('the HTTP server (SONAR_HTTP_PORT)', () => {
       },
     );
     const after = await (await get('/metrics')).text();
-    expect(sample(after, 'sonar_task_publishes_total')).toBe(3);
-    expect(sample(after, 'sonar_tasks{state="Succeeded"}')).toBe(3);
-    expect(sample(after, 'sonar_tasks_finalized_total')).toBe(3);
-    expect(sample(after, 'sonar_tasks_poisoned')).toBe(0);
-    expect(sample(after, 'sonar_workers{state="Active"}')).toBe(1);
-    expect(sample(after, 'sonar_reconciler_leader')).toBe(1);
+    expectSamples(after, {
+      sonar_task_publishes_total: 3,
+      'sonar_tasks{state="Succeeded"}': 3,
+      sonar_tasks_finalized_total: 3,
+      sonar_tasks_poisoned: 0,
+      'sonar_workers{state="Active"}': 1,
+      sonar_reconciler_leader: 1,
+    });
     expect(
       sample(after, 'sonar_reconcile_pass_duration_seconds_count{kind="full"}'),
     ).toBeGreaterThan(0);

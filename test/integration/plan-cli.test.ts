@@ -33,6 +33,10 @@ async function sonarPlan(...args: string[]) {
   }
 }
 
+/** `sonar plan` of this file's events.jsonl, with the registry in `live` (a file in it) at `now`. */
+const planOf = (live: string, now: string, ...flags: string[]) =>
+  sonarPlan(join(dir, 'events.jsonl'), '--live', join(dir, live), '--now', now, ...flags);
+
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'sonar-plan-'));
   // r1.s1: t0 Running on w-gone (no key), t1 Published 11 min ago, t2 and t3 Pending.
@@ -60,14 +64,7 @@ afterAll(async () => {
 
 describe('sonar plan', () => {
   it('prints the decisions as JSON in the DESIGN.md section 8 format', async () => {
-    const { stdout, code } = await sonarPlan(
-      join(dir, 'events.jsonl'),
-      '--live',
-      join(dir, 'live.json'),
-      '--now',
-      at(11 * 60),
-      '--json',
-    );
+    const { stdout, code } = await planOf('live.json', at(11 * 60), '--json');
     expect(code).toBe(0);
     expect(JSON.parse(stdout)).toEqual({
       requeue: [
@@ -86,11 +83,8 @@ describe('sonar plan', () => {
   });
 
   it('takes every default as a flag, and prints a summary without --json', async () => {
-    const { stdout, code } = await sonarPlan(
-      join(dir, 'events.jsonl'),
-      '--live',
-      join(dir, 'live.json'),
-      '--now',
+    const { stdout, code } = await planOf(
+      'live.json',
       at(11 * 60),
       '--publish-timeout',
       '1h',
@@ -114,25 +108,13 @@ describe('sonar plan', () => {
   });
 
   it('refuses a bad flag or a bad live.json with exit 2', async () => {
-    const bad = await sonarPlan(
-      join(dir, 'events.jsonl'),
-      '--live',
-      join(dir, 'live.json'),
-      '--now',
-      'soon',
-    );
+    const bad = await planOf('live.json', 'soon');
     expect(bad).toMatchObject({
       code: 2,
       stderr: 'sonar: --now: "soon" is not an ISO-8601 time\n',
     });
     await writeFile(join(dir, 'bad.json'), '[{"workerId":"w1"}]');
-    const live = await sonarPlan(
-      join(dir, 'events.jsonl'),
-      '--live',
-      join(dir, 'bad.json'),
-      '--now',
-      at(0),
-    );
+    const live = await planOf('bad.json', at(0));
     expect(live.code).toBe(2);
     expect(live.stderr).toMatch(/is not an array of registry entries: '0.host'/);
   });

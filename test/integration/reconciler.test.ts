@@ -14,16 +14,12 @@ import {
 } from '../helpers/event-builders.js';
 import { eventually } from '../helpers/eventually.js';
 import { serverPerFile } from '../helpers/server-per-file.js';
-import {
-  eventsOfType,
-  pulse,
-  startReconcilerBackend,
-  workersBucket,
-} from '../helpers/reconciler-backend.js';
+import { eventsOfType, pulse, reconcilerBackendsOn } from '../helpers/reconciler-backend.js';
 import type { TestBackend } from '../helpers/test-backend.js';
 import { freshPrefix } from '../helpers/topology.js';
 
 const nats = serverPerFile();
+const reconcilers = reconcilerBackendsOn(nats);
 
 /**
  * The reconciler loop against a real server, driven by events appended by hand and registry
@@ -37,8 +33,8 @@ describe('ReconcilerLoop', () => {
 
   beforeEach(async () => {
     const prefix = freshPrefix();
-    b = await startReconcilerBackend(nats.server.url, nats.nc, prefix);
-    kv = await workersBucket(nats.nc, prefix);
+    b = await reconcilers.start(prefix);
+    kv = await reconcilers.workers(prefix);
     subjects = b.ctx.names.subjects;
     await eventually(() => b.component(ReconcilerLoop).isLeader(), { message: 'leader elected' });
   });
@@ -245,16 +241,16 @@ describe('ReconcilerLoop placement between ticks', () => {
   it('publishes a task submitted to an idle fleet within tens of ms, long before the next tick', async () => {
     const prefix = freshPrefix();
     // The fleet is there first (an idle fleet), then the backend starts with a 3 s tick.
-    const b = await startReconcilerBackend(nats.server.url, nats.nc, prefix, {
+    const b = await reconcilers.start(prefix, {
       env: { SONAR_TICK: '3s', SONAR_LOCK_TTL: '6s', SONAR_PULSE_TTL: '5s' },
     });
-    const kv = await workersBucket(nats.nc, prefix);
+    const kv = await reconcilers.workers(prefix);
     const s = b.ctx.names.subjects;
     try {
       await b.append(s.worker('w1'), workerJoined({ workerId: 'w1', slots: 4 }));
       await pulse(kv, 'w1', { slots: 4 });
       await b.stop();
-      const again = await startReconcilerBackend(nats.server.url, nats.nc, prefix, {
+      const again = await reconcilers.start(prefix, {
         env: { SONAR_TICK: '3s', SONAR_LOCK_TTL: '6s', SONAR_PULSE_TTL: '5s' },
       });
       await eventually(() => again.component(ReconcilerLoop).lastSummary !== null, {
@@ -286,8 +282,8 @@ describe('ReconcilerLoop placement between ticks', () => {
 describe('ReconcilerLoop after a restart', () => {
   it('does not requeue the tasks of live workers, even one whose key is briefly missing (age floor)', async () => {
     const prefix = freshPrefix();
-    const first = await startReconcilerBackend(nats.server.url, nats.nc, prefix);
-    const kv = await workersBucket(nats.nc, prefix);
+    const first = await reconcilers.start(prefix);
+    const kv = await reconcilers.workers(prefix);
     const s = first.ctx.names.subjects;
     let pulsing = true;
     const timer = setInterval(() => {
@@ -309,7 +305,7 @@ describe('ReconcilerLoop after a restart', () => {
       // and comes back 500 ms after the new backend started: less than one pulse TTL (1 s).
       pulsing = false;
       await kv.delete('w1');
-      const second = await startReconcilerBackend(nats.server.url, nats.nc, prefix);
+      const second = await reconcilers.start(prefix);
       try {
         await eventually(() => second.component(ReconcilerLoop).lastSummary !== null, {
           message: 'first tick',

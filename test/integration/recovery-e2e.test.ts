@@ -20,6 +20,7 @@ import {
   ROOT,
   runFileOf,
   SONAR_BIN,
+  spawnShellWorker,
   spawnWorker,
   startTestBackend,
 } from '../helpers/worker-fixtures.js';
@@ -136,16 +137,7 @@ describe('recovery with real processes', () => {
     const b = await spawnBackend({ ...env, ...s.envFor('backend') });
     const view = await watch(await connectAs(s, 'operator'), prefix);
     for (let i = 0; i < 2; i++) {
-      spawnWorker({ ...env, ...s.envFor('bootstrap') }, [
-        '--tags',
-        'linux',
-        '--slots',
-        '4',
-        '--',
-        'sh',
-        '-c',
-        'sleep 0.05; echo ok',
-      ]);
+      spawnShellWorker({ ...env, ...s.envFor('bootstrap') }, 4, 'sleep 0.05; echo ok');
     }
     const client = new SonarClient(await connectAs(s, 'client'), { prefix });
     await client.submit(runFileOf('lead', [{ id: 's1', tags: ['linux'], count: 200 }]));
@@ -258,16 +250,7 @@ describe('recovery with real processes', () => {
     const first = await spawnBackend({ ...env, ...s.envFor('backend') });
     const operator = await connectAs(s, 'operator');
     const view = await watch(operator, prefix);
-    spawnWorker({ ...env, ...s.envFor('bootstrap') }, [
-      '--tags',
-      'linux',
-      '--slots',
-      '2',
-      '--',
-      'sh',
-      '-c',
-      'sleep 5; echo done',
-    ]);
+    spawnShellWorker({ ...env, ...s.envFor('bootstrap') }, 2, 'sleep 5; echo done');
     const client = new SonarClient(await connectAs(s, 'client'), { prefix });
     await client.submit(runFileOf('restart', [{ id: 's1', tags: ['linux'], count: 2 }]));
     await eventually(() => view.projection.stepIndex.get('restart.s1')!.counts.Running === 2, {

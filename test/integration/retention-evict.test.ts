@@ -5,9 +5,7 @@
  * and every way of folding the stream agrees: the live projection, a fresh replay of what
  * the stream still holds, a restart from the snapshot.
  */
-import { jetstreamManager } from '@nats-io/jetstream';
-import type { JetStreamManager } from '@nats-io/jetstream';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { replayRecords } from '../../actors/replay.js';
 import type { EventRecord, Projection } from '../../actors/projection.js';
 import { loadSnapshot, writeSnapshot } from '../../src/backend/snapshots/snapshot.js';
@@ -22,14 +20,20 @@ import { DAY_MS, sweepNow, sweepWorldsPerTest } from '../helpers/sweep-world.js'
 import type { TestBackend } from '../helpers/test-backend.js';
 
 const nats = serverPerFile();
-let jsm: JetStreamManager;
-
-beforeAll(async () => {
-  jsm = await jetstreamManager(nats.nc);
-});
 
 const sweepWorld = sweepWorldsPerTest(nats);
 const world = (prefix?: string): Promise<TestBackend> => sweepWorld({ prefix });
+
+/** Writes a snapshot of `w`'s projection now, as its snapshotter would. */
+const snapshotNow = (w: TestBackend) =>
+  writeSnapshot({
+    nc: nats.nc,
+    jsm: nats.jsm,
+    names: w.ctx.names,
+    loop: w.ctx.loop,
+    nodeId: 'test',
+    log: silentLogger,
+  });
 
 const HASH = 'c'.repeat(64);
 const INPUT = { payload: 'x'.repeat(10_000) };
@@ -193,16 +197,9 @@ describe('retention evicts what it purged', () => {
     expect(dumpProjection(await freshReplay(w))).toStrictEqual(dumpProjection(live));
 
     // So does a restart from a snapshot written now.
-    const written = await writeSnapshot({
-      nc: nats.nc,
-      jsm,
-      names: n,
-      loop: w.ctx.loop,
-      nodeId: 'test',
-      log: silentLogger,
-    });
+    const written = await snapshotNow(w);
     expect(written).not.toBeNull();
-    const loaded = await loadSnapshot({ nc: nats.nc, jsm, names: n, log: silentLogger });
+    const loaded = await loadSnapshot({ nc: nats.nc, jsm: nats.jsm, names: n, log: silentLogger });
     expect(loaded!.header.counts).toEqual({
       tasks: 1,
       steps: 1,
@@ -235,20 +232,13 @@ describe('retention evicts what it purged', () => {
     const live = w.ctx.loop.projection;
     // What a pass cut short leaves: a snapshot holding the run, its subjects purged, no
     // RunExpired yet (retention.ts, in that order).
-    await writeSnapshot({
-      nc: nats.nc,
-      jsm,
-      names: n,
-      loop: w.ctx.loop,
-      nodeId: 'test',
-      log: silentLogger,
-    });
+    await snapshotNow(w);
     for (const filter of [
       n.subjects.task('half', '*'),
       n.subjects.step('half', '*'),
       n.subjects.run('half'),
     ]) {
-      await jsm.streams.purge(n.streams.events, { filter });
+      await nats.jsm.streams.purge(n.streams.events, { filter });
     }
     expect(live.tasks.has('half.t0')).toBe(true);
     // Meanwhile a restart from the snapshot still holds the run whole.

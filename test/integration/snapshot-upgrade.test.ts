@@ -20,11 +20,12 @@ import {
   snapshotFingerprint,
   writeSnapshot,
 } from '../../src/backend/snapshots/snapshot.js';
-import { createLogger, silentLogger } from '../../src/log.js';
+import { silentLogger } from '../../src/log.js';
 import type { Logger } from '../../src/log.js';
 import { seedFinalizing } from '../helpers/finalize-fixtures.js';
 import { serverPerFile } from '../helpers/server-per-file.js';
 import { dumpProjection } from '../helpers/projection-dump.js';
+import { recordingLogger } from '../helpers/recording-logger.js';
 import { killAll, runSonar } from '../helpers/sonar-process.js';
 import { DAY_MS, startSweepWorld, sweepNow } from '../helpers/sweep-world.js';
 import type { TestBackend } from '../helpers/test-backend.js';
@@ -42,16 +43,6 @@ afterEach(async () => {
 afterAll(async () => {
   await killAll();
 });
-
-/** A logger that keeps its lines, to assert on warnings. */
-function recordingLogger(): { log: Logger; lines: { level: string; msg: string }[] } {
-  const lines: { level: string; msg: string }[] = [];
-  const log = createLogger({
-    level: 'debug',
-    destination: { write: (l: string) => void lines.push(JSON.parse(l) as (typeof lines)[0]) },
-  });
-  return { log, lines };
-}
 
 const OTHER_BUILD = 'other-machine-code-0123456789abcd';
 

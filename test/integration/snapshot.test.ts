@@ -1,7 +1,6 @@
-import { jetstream, jetstreamManager } from '@nats-io/jetstream';
-import type { JetStreamManager } from '@nats-io/jetstream';
+import { jetstream } from '@nats-io/jetstream';
 import { Objm } from '@nats-io/obj';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { replayView } from '../../actors/replay-view.js';
 import type { Names } from '../../streams/names.js';
 import { EventStore } from '../../streams/event-store.js';
@@ -16,30 +15,16 @@ import {
 } from '../../src/backend/snapshots/snapshot.js';
 import { SNAPSHOT_FORMAT } from '../../src/backend/snapshots/snapshot-codec.js';
 import { snapshotter } from '../../src/backend/snapshots/snapshotter.js';
-import { createLogger, silentLogger } from '../../src/log.js';
+import { silentLogger } from '../../src/log.js';
 import type { Logger } from '../../src/log.js';
 import { eventually } from '../helpers/eventually.js';
+import { recordingLogger } from '../helpers/recording-logger.js';
 import { serverPerFile } from '../helpers/server-per-file.js';
 import { startBackend } from '../helpers/test-backend.js';
 import { dumpProjection } from '../helpers/projection-dump.js';
 import { freshTopology } from '../helpers/topology.js';
 
 const nats = serverPerFile();
-let jsm: JetStreamManager;
-
-beforeAll(async () => {
-  jsm = await jetstreamManager(nats.nc);
-});
-
-/** A logger that keeps its lines, to assert on warnings. */
-function recordingLogger(): { log: Logger; lines: { level: string; msg: string }[] } {
-  const lines: { level: string; msg: string }[] = [];
-  const log = createLogger({
-    level: 'debug',
-    destination: { write: (l: string) => void lines.push(JSON.parse(l) as (typeof lines)[0]) },
-  });
-  return { log, lines };
-}
 
 async function startLoop(n: Names, from?: Parameters<ProjectionLoop['start']>[0]) {
   const loop = new ProjectionLoop(new EventStore(nats.nc, n), silentLogger);
@@ -119,7 +104,14 @@ describe('projection snapshots', () => {
     const live = await startLoop(n);
     const writer = new EventWriter(new EventStore(nats.nc, n), live);
     await history(n, writer, 1, 20);
-    const deps = { nc: nats.nc, jsm, names: n, log: silentLogger, loop: live, nodeId: 'n1' };
+    const deps = {
+      nc: nats.nc,
+      jsm: nats.jsm,
+      names: n,
+      log: silentLogger,
+      loop: live,
+      nodeId: 'n1',
+    };
     const written = await writeSnapshot(deps);
     expect(written?.seq).toBe(live.position);
     expect(await writeSnapshot(deps)).toBeNull(); // nothing newer to write
@@ -145,7 +137,7 @@ describe('projection snapshots', () => {
     const live = await startLoop(n);
     await history(n, new EventWriter(new EventStore(nats.nc, n), live), 1, 5);
     const { log, lines } = recordingLogger();
-    const deps = { nc: nats.nc, jsm, names: n, log, loop: live, nodeId: 'n1' };
+    const deps = { nc: nats.nc, jsm: nats.jsm, names: n, log, loop: live, nodeId: 'n1' };
     const warned = (re: RegExp) => lines.some((l) => l.level === 'warn' && re.test(l.msg));
 
     expect(await loadSnapshot(deps)).toBeNull();
@@ -191,7 +183,7 @@ describe('projection snapshots', () => {
     const b = await startLoop(n);
     const deps = (loop: ProjectionLoop, nodeId: string) => ({
       nc: nats.nc,
-      jsm,
+      jsm: nats.jsm,
       names: n,
       log: silentLogger,
       loop,
@@ -221,7 +213,7 @@ describe('projection snapshots', () => {
       data: { nodeId: 'node-1' },
     });
     await history(n, first.ctx.writer, 1, 10);
-    const deps = { nc: nats.nc, jsm, names: n, log: silentLogger };
+    const deps = { nc: nats.nc, jsm: nats.jsm, names: n, log: silentLogger };
     await eventually(async () => expect((await storedSnapshot(deps))?.seq).toBeGreaterThan(20), {
       timeoutMs: 5_000,
     });

@@ -28,7 +28,7 @@ import { freshTopology } from '../helpers/topology.js';
 import {
   eventsOf,
   killWorkers,
-  spawnWorker,
+  spawnShellWorker,
   startTestBackend,
 } from '../helpers/worker-fixtures.js';
 import type { WorkerProcess } from '../helpers/worker-fixtures.js';
@@ -131,18 +131,7 @@ describe('a full event log', () => {
     await http.start();
     const workers: WorkerProcess[] = [];
     for (let i = 0; i < 2; i++) {
-      workers.push(
-        spawnWorker(tb.env, [
-          '--tags',
-          'linux',
-          '--slots',
-          '2',
-          '--',
-          'sh',
-          '-c',
-          'cat >/dev/null; sleep 1; echo ok',
-        ]),
-      );
+      workers.push(spawnShellWorker(tb.env, 2, 'cat >/dev/null; sleep 1; echo ok'));
     }
     await eventually(() => p().workers.size === 2, { timeoutMs: 20_000, message: 'joined' });
     const client = new SonarClient(nc, { prefix: tb.config.prefix });

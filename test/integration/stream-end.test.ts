@@ -7,13 +7,11 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { jetstreamManager } from '@nats-io/jetstream';
-import type { JetStreamManager } from '@nats-io/jetstream';
 import { Objm } from '@nats-io/obj';
 import { nuid } from '@nats-io/transport-node';
 import type { EventRecord } from '../../actors/projection.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EventStore } from '../../streams/event-store.js';
+import type { EventStore } from '../../streams/event-store.js';
 import type { AppendItem } from '../../streams/event-store.js';
 import type { Names } from '../../streams/names.js';
 import { SNAPSHOT_OBJECT } from '../../src/backend/snapshots/snapshot.js';
@@ -21,21 +19,18 @@ import type { RunFile } from '../../src/protocol.js';
 import { eventually } from '../helpers/eventually.js';
 import { serverPerFile } from '../helpers/server-per-file.js';
 import { spawnSonar } from '../helpers/sonar-process.js';
-import { freshTopology } from '../helpers/topology.js';
+import { freshStore } from '../helpers/topology.js';
 import {
   killWorkers,
   runFileOf,
   spawnWorker,
   startTestBackend,
+  waitJoined,
 } from '../helpers/worker-fixtures.js';
 import type { TestBackend } from '../helpers/test-backend.js';
 
 const nats = serverPerFile();
-let jsm: JetStreamManager;
 
-beforeAll(async () => {
-  jsm = await jetstreamManager(nats.nc);
-});
 afterAll(async () => {
   await killWorkers();
 });
@@ -63,21 +58,22 @@ async function replayed(
 
 /** The stream's state, and the sequence of the last event it still stores (0: none). */
 async function streamEnd(n: Names): Promise<{ lastSeq: number; stored: number; num: number }> {
-  const { state } = await jsm.streams.info(n.streams.events);
-  const m = await jsm.streams.getMessage(n.streams.events, { last_by_subj: n.subjects.eventsAll });
+  const { state } = await nats.jsm.streams.info(n.streams.events);
+  const m = await nats.jsm.streams.getMessage(n.streams.events, {
+    last_by_subj: n.subjects.eventsAll,
+  });
   return { lastSeq: state.last_seq, stored: m?.seq ?? 0, num: state.messages };
 }
 
 describe('EventStore.replay ends', () => {
   it('on an empty stream, and on one emptied by a purge', async () => {
-    const n = await freshTopology(nats.nc);
-    const store = new EventStore(nats.nc, n);
+    const { n, store } = await freshStore(nats.nc);
     expect(await replayed(store)).toEqual({ seqs: [], last: 0 });
     expect(await store.endSeq()).toBe(0);
     expect(await store.readAggregate(n.subjects.run('r1'))).toEqual([]);
 
     await appendAll(store, [n.subjects.run('r1'), n.subjects.run('r2')]);
-    await jsm.streams.purge(n.streams.events);
+    await nats.jsm.streams.purge(n.streams.events);
     expect((await streamEnd(n)).lastSeq).toBe(2);
     expect(await replayed(store)).toEqual({ seqs: [], last: 0 });
     expect(await replayed(store, { fromSeq: 2 })).toEqual({ seqs: [], last: 1 });
@@ -88,8 +84,7 @@ describe('EventStore.replay ends', () => {
   });
 
   it('with holes inside the stream, for the whole stream and for a wildcard filter', async () => {
-    const n = await freshTopology(nats.nc);
-    const store = new EventStore(nats.nc, n);
+    const { n, store } = await freshStore(nats.nc);
     const seqs = await appendAll(store, [
       n.subjects.worker('w1'),
       n.subjects.task('r1', 't1'),
@@ -98,8 +93,8 @@ describe('EventStore.replay ends', () => {
       n.subjects.task('r1', 't3'),
       n.subjects.run('r1'),
     ]);
-    await jsm.streams.deleteMessage(n.streams.events, seqs[2]!);
-    await jsm.streams.purge(n.streams.events, { filter: n.subjects.task('r2', '*') });
+    await nats.jsm.streams.deleteMessage(n.streams.events, seqs[2]!);
+    await nats.jsm.streams.purge(n.streams.events, { filter: n.subjects.task('r2', '*') });
     expect(await replayed(store)).toEqual({ seqs: [1, 2, 5, 6], last: 6 });
     expect(await replayed(store, { fromSeq: 3 })).toEqual({ seqs: [5, 6], last: 6 });
     expect(await replayed(store, { filter: n.subjects.task('r1', '*') })).toEqual({
@@ -114,8 +109,7 @@ describe('EventStore.replay ends', () => {
   });
 
   it('after a purge of its newest events: at the last event stored, not at last_seq', async () => {
-    const n = await freshTopology(nats.nc);
-    const store = new EventStore(nats.nc, n);
+    const { n, store } = await freshStore(nats.nc);
     await appendAll(store, [
       n.subjects.worker('w1'),
       n.subjects.run('old'),
@@ -124,9 +118,9 @@ describe('EventStore.replay ends', () => {
       n.subjects.step('old', 's1'),
       n.subjects.run('old'),
     ]);
-    await jsm.streams.purge(n.streams.events, { filter: n.subjects.task('old', '*') });
-    await jsm.streams.purge(n.streams.events, { filter: n.subjects.step('old', '*') });
-    await jsm.streams.purge(n.streams.events, { filter: n.subjects.run('old') });
+    await nats.jsm.streams.purge(n.streams.events, { filter: n.subjects.task('old', '*') });
+    await nats.jsm.streams.purge(n.streams.events, { filter: n.subjects.step('old', '*') });
+    await nats.jsm.streams.purge(n.streams.events, { filter: n.subjects.run('old') });
     // The shape the user reported: last_seq names a purged event.
     expect(await streamEnd(n)).toEqual({ lastSeq: 6, stored: 1, num: 1 });
     expect(await store.endSeq()).toBe(1);
@@ -141,13 +135,12 @@ describe('EventStore.replay ends', () => {
     expect(await store.endSeq()).toBe(7);
     expect(await replayed(store)).toEqual({ seqs: [1, 7], last: 7 });
     // Purged again (a new hole after the remembered one): looked up again.
-    await jsm.streams.purge(n.streams.events, { filter: n.subjects.run('new') });
+    await nats.jsm.streams.purge(n.streams.events, { filter: n.subjects.run('new') });
     expect(await store.endSeq()).toBe(1);
   });
 
   it('when a purge lands while it reads, with every event still stored read once, in order', async () => {
-    const n = await freshTopology(nats.nc);
-    const store = new EventStore(nats.nc, n);
+    const { n, store } = await freshStore(nats.nc);
     // More than one pull batch (32,768): the events after it are not delivered yet when the
     // purge lands, and on 2.9 the purge moves the replay's consumer past all of them.
     const total = 40_000;
@@ -165,8 +158,8 @@ describe('EventStore.replay ends', () => {
       if (purged) return;
       purged = true;
       // One subject from the middle of the stream, and the newest event: the end goes too.
-      await jsm.streams.purge(n.streams.events, { filter: n.subjects.task('big', 't7') });
-      await jsm.streams.purge(n.streams.events, { filter: n.subjects.run('tail') });
+      await nats.jsm.streams.purge(n.streams.events, { filter: n.subjects.task('big', 't7') });
+      await nats.jsm.streams.purge(n.streams.events, { filter: n.subjects.run('tail') });
     });
     const stored = new Set<number>();
     for (let s = 1; s < total; s++) if (s % 500 !== 8) stored.add(s); // t7 holds seq 8, 508, ...
@@ -190,10 +183,7 @@ describe('after retention purged the newest events', () => {
     );
     dir = await mkdtemp(join(tmpdir(), 'sonar-stream-end-'));
     spawnWorker(tb.env, ['--worker-id', 'w1', '--tags', 'a', '--slots', '4']);
-    await eventually(() => tb.ctx.loop.projection.workers.get('w1')?.snapshot.value === 'Active', {
-      timeoutMs: 20_000,
-      message: 'worker w1 joined',
-    });
+    await waitJoined(tb.ctx, 'w1');
   });
   afterAll(async () => {
     await tb?.stop();

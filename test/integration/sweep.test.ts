@@ -1,9 +1,8 @@
-import { jetstream, jetstreamManager } from '@nats-io/jetstream';
-import type { JetStreamManager } from '@nats-io/jetstream';
+import { jetstream } from '@nats-io/jetstream';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { Kvm } from '@nats-io/kv';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { applyEvent } from '../../actors/projection.js';
 import { ensureDispatchConsumer } from '../../streams/provision.js';
 import {
@@ -31,18 +30,13 @@ import { freshPrefix } from '../helpers/topology.js';
 import type { TestBackend } from '../helpers/test-backend.js';
 
 const nats = serverPerFile();
-let jsm: JetStreamManager;
-
-beforeAll(async () => {
-  jsm = await jetstreamManager(nats.nc);
-});
 
 const world = sweepWorldsPerTest(nats);
 
 /** Subjects of every message now in a stream (read as the sweep reads it). */
 async function subjectsIn(stream: string, filter: string): Promise<string[]> {
   const out: string[] = [];
-  for await (const m of scanStream(jsm, stream, filter)) out.push(m.subject);
+  for await (const m of scanStream(nats.jsm, stream, filter)) out.push(m.subject);
   return out;
 }
 
@@ -121,7 +115,7 @@ describe('the full sweep', () => {
     expect(report.staleDispatch).toEqual({ checked: 4, purged: 3 });
     expect(report.failed).toEqual([]);
     const left = [];
-    for await (const m of scanStream(jsm, n.streams.dispatch, n.subjects.dispatchAll)) {
+    for await (const m of scanStream(nats.jsm, n.streams.dispatch, n.subjects.dispatchAll)) {
       left.push(m.json<{ attemptId: string }>().attemptId);
     }
     expect(left).toEqual(['a2']);
@@ -135,7 +129,7 @@ describe('the full sweep', () => {
     // The job was enqueued with its usual id and then lost (deleted): inside the 2-minute
     // window a re-enqueue with that id (the reconciler's) is a duplicate that stores nothing.
     const original = await enqueueFinalization(js, n, job!);
-    await jsm.streams.deleteMessage(n.streams.finalize, original.seq, false);
+    await nats.jsm.streams.deleteMessage(n.streams.finalize, original.seq, false);
     expect((await enqueueFinalization(js, n, job!)).duplicate).toBe(true);
 
     // One lease after the acceptance (the clock moved on), the sweep re-enqueues it.
@@ -151,7 +145,7 @@ describe('the full sweep', () => {
     try {
       await eventually(() => stateOf(w.ctx.loop, 'r1', 't1') === 'Succeeded');
       await eventually(
-        async () => (await jsm.streams.info(n.streams.finalize)).state.messages === 0,
+        async () => (await nats.jsm.streams.info(n.streams.finalize)).state.messages === 0,
       );
       const finalized = await w.ctx.store.readAggregate(n.subjects.task('r1', 't1'));
       expect(finalized.filter((e) => e.type === 'TaskFinalized')).toHaveLength(1);
@@ -177,7 +171,7 @@ describe('the full sweep', () => {
       await eventually(async () => {
         const m = await consumer.next({ expires: 1_000 });
         if (m) deliveries.push(m.info.deliveryCount); // never acked: the lease runs out
-        const info = await jsm.consumers.info(n.streams.finalize, n.consumers.finalizer);
+        const info = await nats.jsm.consumers.info(n.streams.finalize, n.consumers.finalizer);
         return m === null && info.num_ack_pending === 0 && info.num_pending === 0;
       });
       return deliveries;
@@ -198,15 +192,15 @@ describe('the full sweep', () => {
       });
     }
     await eventually(
-      async () => (await jsm.streams.info(n.streams.advisories)).state.messages === 1,
+      async () => (await nats.jsm.streams.info(n.streams.advisories)).state.messages === 1,
     );
-    await jsm.streams.purge(n.streams.advisories);
+    await nats.jsm.streams.purge(n.streams.advisories);
     // t2: its leases ran out twice (a backend dying on it); the advisory is captured, no
     // watcher runs.
     await enqueueFinalization(js, n, jobs[1]!);
     expect(await exhaust()).toEqual([1, 2]);
     await eventually(
-      async () => (await jsm.streams.info(n.streams.advisories)).state.messages === 1,
+      async () => (await nats.jsm.streams.info(n.streams.advisories)).state.messages === 1,
     );
 
     const report = await sweepNow(w);
@@ -219,7 +213,7 @@ describe('the full sweep', () => {
       n.subjects.poison('r1', 't1'),
       n.subjects.poison('r1', 't2'),
     ]);
-    const record = await jsm.streams.getMessage(n.streams.poison, {
+    const record = await nats.jsm.streams.getMessage(n.streams.poison, {
       last_by_subj: n.subjects.poison('r1', 't1'),
     });
     expect(record!.json<{ errors: unknown[]; error: string }>()).toMatchObject({
@@ -233,7 +227,7 @@ describe('the full sweep', () => {
   it('deletes dispatch consumers of tags no live worker advertised for a day, and loses joined workers whose key is gone', async () => {
     const w = await world();
     const n = w.ctx.names;
-    for (const tag of ['linux', 'arm']) await ensureDispatchConsumer(jsm, n, tag);
+    for (const tag of ['linux', 'arm']) await ensureDispatchConsumer(nats.jsm, n, tag);
     // Made sure of by this backend (as its leader does before publishing): a cached fact.
     await w.ctx.dispatchConsumers.ensure('gpu');
     const joined = (workerId: string, tags: string[]) =>
@@ -261,12 +255,12 @@ describe('the full sweep', () => {
     expect(report.orphanConsumers.checked).toBe(3);
     expect(report.orphanConsumers.deleted.sort()).toEqual(['dispatch_arm', 'dispatch_gpu']);
     const left = [];
-    for await (const ci of jsm.consumers.list(n.streams.dispatch)) left.push(ci.name);
+    for await (const ci of nats.jsm.consumers.list(n.streams.dispatch)) left.push(ci.name);
     expect(left).toEqual(['dispatch_linux']);
     // The sweep dropped what the cache knew of gpu: the next ensure recreates the consumer
     // rather than trusting that it exists.
     await w.ctx.dispatchConsumers.ensure('gpu');
-    await expect(jsm.consumers.info(n.streams.dispatch, 'dispatch_gpu')).resolves.toBeTruthy();
+    await expect(nats.jsm.consumers.info(n.streams.dispatch, 'dispatch_gpu')).resolves.toBeTruthy();
     // Now, not two days on: nothing is a day old yet.
     expect((await sweepNow(w)).orphanConsumers.deleted).toEqual([]);
   });
@@ -275,15 +269,15 @@ describe('the full sweep', () => {
     const w = await world();
     const n = w.ctx.names;
     let clock = 0;
-    const consumers = new DispatchConsumers(jsm, n, () => clock, DISPATCH_CONSUMER_RECHECK_MS);
+    const consumers = new DispatchConsumers(nats.jsm, n, () => clock, DISPATCH_CONSUMER_RECHECK_MS);
     const exists = () =>
-      jsm.consumers.info(n.streams.dispatch, 'dispatch_solo').then(
+      nats.jsm.consumers.info(n.streams.dispatch, 'dispatch_solo').then(
         () => true,
         () => false,
       );
     await consumers.ensure('solo');
     // Deleted by another process (a sweep elsewhere, an operator): not noticed at once...
-    await jsm.consumers.delete(n.streams.dispatch, 'dispatch_solo');
+    await nats.jsm.consumers.delete(n.streams.dispatch, 'dispatch_solo');
     clock = DISPATCH_CONSUMER_RECHECK_MS - 1;
     await consumers.ensure('solo');
     expect(await exists()).toBe(false);
@@ -291,7 +285,7 @@ describe('the full sweep', () => {
     clock = DISPATCH_CONSUMER_RECHECK_MS;
     await consumers.ensure('solo');
     expect(await exists()).toBe(true);
-    await jsm.consumers.delete(n.streams.dispatch, 'dispatch_solo');
+    await nats.jsm.consumers.delete(n.streams.dispatch, 'dispatch_solo');
     await consumers.ensure('solo', { force: true });
     expect(await exists()).toBe(true);
   });
@@ -386,7 +380,7 @@ describe('the full sweep', () => {
 
     // A backend starting now loads the snapshot: the purged run is there, finished, and the
     // RunExpired after it evicts it.
-    const loaded = await loadSnapshot({ nc: nats.nc, jsm, names: n, log: silentLogger });
+    const loaded = await loadSnapshot({ nc: nats.nc, jsm: nats.jsm, names: n, log: silentLogger });
     expect(loaded).not.toBeNull();
     const p = loaded!.projection;
     expect(p.runs.get('old')?.snapshot.value).toBe('Succeeded');

@@ -32,8 +32,41 @@ async function world(env: Record<string, string> = {}) {
     eventsOf(ctx, ctx.names.subjects.task(runId, taskId));
   const workerEvents = async (id: string) =>
     (await eventsOf(ctx, ctx.names.subjects.worker(id))).map((e) => e.type);
-  return { tb, ctx, client, worker, joined, events, workerEvents };
+  /** Spawns worker `id` on tag `a` with `slots` slots (`args` after) and waits until it joined. */
+  const joinedWorker = async (id: string, slots: number, args: string[] = []) => {
+    const w = worker(id, ['--tags', 'a', '--slots', String(slots), ...args]);
+    await joined(id);
+    return w;
+  };
+  /** Submits run `runId`, one step `s` of `tasks` on tag `a`, and dispatches it. */
+  const submitOnA = async (
+    runId: string,
+    tasks: TaskInRun[],
+    step: { timeoutMs?: number } = {},
+  ) => {
+    await client.submit({ runId, steps: [{ id: 's', tags: ['a'], ...step, tasks }] });
+    return dispatchRun(ctx, runId);
+  };
+  /** Waits for the first event of `type` of a task, and returns it. */
+  const eventOf = (runId: string, taskId: string, type: EventRecord['type'], timeoutMs?: number) =>
+    eventually(async () => (await events(runId, taskId)).find((e) => e.type === type) ?? false, {
+      ...(timeoutMs !== undefined && { timeoutMs }),
+    });
+  return {
+    tb,
+    ctx,
+    client,
+    worker,
+    joined,
+    events,
+    workerEvents,
+    joinedWorker,
+    submitOnA,
+    eventOf,
+  };
 }
+
+type TaskInRun = RunFile['steps'][number]['tasks'][number];
 
 /** The largest number of commands running at once, from `start|end <id> <ns>` log lines. */
 function peakConcurrency(log: string): number {
@@ -83,13 +116,7 @@ describe('sonar worker', () => {
       ],
     });
     await dispatchRun(ctx, 'r1');
-    await eventually(
-      () =>
-        [...ctx.loop.projection.tasks.values()].every((t) =>
-          ['Finalizing', 'Succeeded'].includes(t.snapshot.value),
-        ),
-      { timeoutMs: 30_000 },
-    );
+    await backends.everyTaskHasResult(30_000);
     clearInterval(sampler);
     for (const [key, t] of ctx.loop.projection.tasks) {
       expect(t.snapshot.context.workerId, key).toBe(key.startsWith('r1.a') ? 'wa' : 'wb');
@@ -111,37 +138,20 @@ describe('sonar worker', () => {
   });
 
   it("runs each task's own command with its env, and reports a non-zero exit with stderr", async () => {
-    const { ctx, client, worker, joined, events } = await world();
-    worker('w1', ['--tags', 'a', '--slots', '2']);
-    await joined('w1');
-    await client.submit({
-      runId: 'r1',
-      steps: [
-        {
-          id: 's',
-          tags: ['a'],
-          tasks: [
-            {
-              id: 'env',
-              command: ['sh', '-c', 'printf %s "$SONAR_RUN_ID:$SONAR_TASK_ID:$SONAR_ATTEMPT_ID"'],
-            },
-            { id: 'bad', command: ['sh', '-c', 'echo "it went wrong" >&2; exit 3'] },
-          ],
-        },
-      ],
-    } satisfies RunFile);
-    const [d] = await dispatchRun(ctx, 'r1');
-    await eventually(async () =>
-      (await events('r1', 'env')).some((e) => e.type === 'TaskResultAccepted'),
-    );
-    const accepted = (await events('r1', 'env')).find((e) => e.type === 'TaskResultAccepted');
-    const out = Buffer.from((accepted?.data as { outputInline: string }).outputInline, 'base64');
+    const { joinedWorker, submitOnA, eventOf } = await world();
+    await joinedWorker('w1', 2);
+    const [d] = await submitOnA('r1', [
+      {
+        id: 'env',
+        command: ['sh', '-c', 'printf %s "$SONAR_RUN_ID:$SONAR_TASK_ID:$SONAR_ATTEMPT_ID"'],
+      },
+      { id: 'bad', command: ['sh', '-c', 'echo "it went wrong" >&2; exit 3'] },
+    ]);
+    const accepted = await eventOf('r1', 'env', 'TaskResultAccepted');
+    const out = Buffer.from((accepted.data as { outputInline: string }).outputInline, 'base64');
     expect(out.toString()).toBe(`r1:env:${d!.attemptId}`);
-    await eventually(async () =>
-      (await events('r1', 'bad')).some((e) => e.type === 'TaskAttemptFailed'),
-    );
-    const failed = (await events('r1', 'bad')).find((e) => e.type === 'TaskAttemptFailed');
-    expect(failed?.data).toMatchObject({
+    const failed = await eventOf('r1', 'bad', 'TaskAttemptFailed');
+    expect(failed.data).toMatchObject({
       exitCode: 3,
       retryable: true,
       error: expect.stringMatching(/exited with code 3: it went wrong/),
@@ -149,25 +159,14 @@ describe('sonar worker', () => {
   });
 
   it('on SIGTERM lets a short task finish, releases a long one within the grace, and leaves', async () => {
-    const { ctx, client, worker, joined, events, workerEvents } = await world({
+    const { ctx, events, workerEvents, joinedWorker, submitOnA } = await world({
       SONAR_DRAIN_GRACE: '2s',
     });
-    const w = worker('w1', ['--tags', 'a', '--slots', '2']);
-    await joined('w1');
-    await client.submit({
-      runId: 'r1',
-      steps: [
-        {
-          id: 's',
-          tags: ['a'],
-          tasks: [
-            { id: 'short', command: ['sh', '-c', 'sleep 0.7; echo done'] },
-            { id: 'long', command: ['sleep', '20'] },
-          ],
-        },
-      ],
-    });
-    await dispatchRun(ctx, 'r1');
+    const w = await joinedWorker('w1', 2);
+    await submitOnA('r1', [
+      { id: 'short', command: ['sh', '-c', 'sleep 0.7; echo done'] },
+      { id: 'long', command: ['sleep', '20'] },
+    ]);
     await eventually(
       () =>
         taskOf(ctx, 'r1', 'long').value === 'Running' &&
@@ -189,16 +188,11 @@ describe('sonar worker', () => {
   });
 
   it('releases at once on a second SIGTERM', async () => {
-    const { ctx, client, worker, joined, workerEvents } = await world({
+    const { ctx, workerEvents, joinedWorker, submitOnA } = await world({
       SONAR_DRAIN_GRACE: '30s',
     });
-    const w = worker('w1', ['--tags', 'a', '--slots', '1']);
-    await joined('w1');
-    await client.submit({
-      runId: 'r1',
-      steps: [{ id: 's', tags: ['a'], tasks: [{ id: 'long', command: ['sleep', '20'] }] }],
-    });
-    await dispatchRun(ctx, 'r1');
+    const w = await joinedWorker('w1', 1);
+    await submitOnA('r1', [{ id: 'long', command: ['sleep', '20'] }]);
     await eventually(() => taskOf(ctx, 'r1', 'long').value === 'Running');
     w.child.kill('SIGTERM');
     await eventually(async () => (await workerEvents('w1')).includes('WorkerDraining'));
@@ -211,14 +205,9 @@ describe('sonar worker', () => {
   });
 
   it('SIGKILL mid-task leaves the task Running, for the reconciler; the registry key expires', async () => {
-    const { ctx, client, worker, joined } = await world();
-    const w = worker('w1', ['--tags', 'a', '--slots', '1']);
-    await joined('w1');
-    await client.submit({
-      runId: 'r1',
-      steps: [{ id: 's', tags: ['a'], tasks: [{ id: 'long', command: ['sleep', '5'] }] }],
-    });
-    await dispatchRun(ctx, 'r1');
+    const { ctx, joinedWorker, submitOnA } = await world();
+    const w = await joinedWorker('w1', 1);
+    await submitOnA('r1', [{ id: 'long', command: ['sleep', '5'] }]);
     await eventually(() => taskOf(ctx, 'r1', 'long').value === 'Running');
     w.child.kill('SIGKILL');
     await w.exited;
@@ -231,30 +220,16 @@ describe('sonar worker', () => {
   });
 
   it('kills a hung command at its timeoutMs (SIGTERM, then SIGKILL) and reports a retryable failure', async () => {
-    const { ctx, client, worker, joined, events } = await world();
-    worker('w1', ['--tags', 'a', '--slots', '1']);
-    await joined('w1');
-    await client.submit({
-      runId: 'r1',
-      steps: [
-        {
-          id: 's',
-          tags: ['a'],
-          timeoutMs: 300,
-          // Ignores SIGTERM: only the SIGKILL 5 s later ends it.
-          tasks: [{ id: 'hung', command: ['sh', '-c', 'trap "" TERM; sleep 30'] }],
-        },
-      ],
-    });
-    await dispatchRun(ctx, 'r1');
-    await eventually(
-      async () => (await events('r1', 'hung')).some((e) => e.type === 'TaskAttemptFailed'),
-      {
-        timeoutMs: 15_000,
-      },
+    const { ctx, joinedWorker, submitOnA, eventOf } = await world();
+    await joinedWorker('w1', 1);
+    await submitOnA(
+      'r1',
+      // Ignores SIGTERM: only the SIGKILL 5 s later ends it.
+      [{ id: 'hung', command: ['sh', '-c', 'trap "" TERM; sleep 30'] }],
+      { timeoutMs: 300 },
     );
-    const failed = (await events('r1', 'hung')).find((e) => e.type === 'TaskAttemptFailed');
-    expect(failed?.data).toMatchObject({
+    const failed = await eventOf('r1', 'hung', 'TaskAttemptFailed', 15_000);
+    expect(failed.data).toMatchObject({
       error: 'timed out after 300 ms',
       exitCode: 137,
       retryable: true,
@@ -263,14 +238,9 @@ describe('sonar worker', () => {
   });
 
   it('aborts a running command on cancel, reports nothing, and takes the next task', async () => {
-    const { ctx, client, worker, joined, events } = await world();
-    worker('w1', ['--tags', 'a', '--slots', '1']);
-    await joined('w1');
-    await client.submit({
-      runId: 'r1',
-      steps: [{ id: 's', tags: ['a'], tasks: [{ id: 'long', command: ['sleep', '20'] }] }],
-    });
-    await dispatchRun(ctx, 'r1');
+    const { ctx, client, events, joinedWorker, submitOnA, eventOf } = await world();
+    await joinedWorker('w1', 1);
+    await submitOnA('r1', [{ id: 'long', command: ['sleep', '20'] }]);
     await eventually(() => taskOf(ctx, 'r1', 'long').value === 'Running');
     await client.cancel('r1');
     await eventually(async () => (await ctx.registry.live())[0]?.running.length === 0, {
@@ -282,20 +252,13 @@ describe('sonar worker', () => {
       'TaskStarted',
       'TaskCancelled',
     ]);
-    await client.submit({
-      runId: 'r2',
-      steps: [{ id: 's', tags: ['a'], tasks: [{ id: 'next', command: ['echo', 'hi'] }] }],
-    });
-    await dispatchRun(ctx, 'r2');
-    await eventually(async () =>
-      (await events('r2', 'next')).some((e) => e.type === 'TaskResultAccepted'),
-    );
+    await submitOnA('r2', [{ id: 'next', command: ['echo', 'hi'] }]);
+    await eventOf('r2', 'next', 'TaskResultAccepted');
   });
 
   it('a worker stalled past its pulse TTL and declared Lost learns it at its next pulse, and exits', async () => {
-    const { ctx, worker, joined } = await world();
-    const w = worker('w1', ['--tags', 'a', '--slots', '1']);
-    await joined('w1');
+    const { ctx, joinedWorker } = await world();
+    const w = await joinedWorker('w1', 1);
     // A real stall (SIGSTOP): no pulse, no request, until the key expired. It is idle: only
     // its pulse can tell.
     w.child.kill('SIGSTOP');
@@ -317,9 +280,8 @@ describe('sonar worker', () => {
   });
 
   it('a worker whose key expired while no backend declared it Lost puts its key back and carries on', async () => {
-    const { ctx, client, worker, joined, events } = await world();
-    const w = worker('w1', ['--tags', 'a', '--slots', '1']);
-    await joined('w1');
+    const { ctx, joinedWorker, submitOnA, eventOf } = await world();
+    const w = await joinedWorker('w1', 1);
     w.child.kill('SIGSTOP');
     await eventually(async () => (await ctx.registry.live()).length === 0, {
       timeoutMs: 15_000,
@@ -331,29 +293,18 @@ describe('sonar worker', () => {
       message: "w1's key is back",
     });
     expect(ctx.loop.projection.workers.get('w1')?.snapshot.value).toBe('Active');
-    await client.submit({
-      runId: 'r1',
-      steps: [{ id: 's', tags: ['a'], tasks: [{ id: 't', command: ['echo', 'hi'] }] }],
-    });
-    await dispatchRun(ctx, 'r1');
-    await eventually(async () =>
-      (await events('r1', 't')).some((e) => e.type === 'TaskResultAccepted'),
-    );
+    await submitOnA('r1', [{ id: 't', command: ['echo', 'hi'] }]);
+    await eventOf('r1', 't', 'TaskResultAccepted');
     expect(w.child.exitCode).toBeNull();
   });
 
   it('gives back a message whose start answered `unavailable` (a brown-out), and runs it once the backend is healthy', async () => {
-    const { tb, ctx, client, worker, joined } = await world();
+    const { tb, ctx, joinedWorker, submitOnA } = await world();
     const prefix = ctx.names.prefix;
-    const w = worker('w1', ['--tags', 'a', '--slots', '1', '--', 'echo', 'done']);
-    await joined('w1');
+    const w = await joinedWorker('w1', 1, ['--', 'echo', 'done']);
     // Held still (well within its pulse TTL) while the task is queued and the backend goes.
     w.child.kill('SIGSTOP');
-    await client.submit({
-      runId: 'r1',
-      steps: [{ id: 's', tags: ['a'], tasks: [{ id: 't', command: ['echo', 'hi'] }] }],
-    });
-    await dispatchRun(ctx, 'r1');
+    await submitOnA('r1', [{ id: 't', command: ['echo', 'hi'] }]);
     await tb.stop();
     // A browned-out backend: every request is answered, with `unavailable`.
     let starts = 0;
@@ -382,15 +333,10 @@ describe('sonar worker', () => {
   }, 120_000);
 
   it('exits non-zero when the backend answers conflict (it was declared Lost)', async () => {
-    const { ctx, client, worker, joined } = await world();
-    const w = worker('w1', ['--tags', 'a', '--slots', '1']);
-    await joined('w1');
+    const { ctx, joinedWorker, submitOnA } = await world();
+    const w = await joinedWorker('w1', 1);
     await new ApiClient(nats.nc, ctx.names).request('exited', { workerId: 'w1' });
-    await client.submit({
-      runId: 'r1',
-      steps: [{ id: 's', tags: ['a'], tasks: [{ id: 't', command: ['true'] }] }],
-    });
-    await dispatchRun(ctx, 'r1');
+    await submitOnA('r1', [{ id: 't', command: ['true'] }]);
     const r = await exitOf(w);
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/sonar: worker w1 is Lost/);

@@ -64,13 +64,7 @@ describe('createWorker', () => {
       },
     });
     await dispatchRun(ctx, 'r1');
-    await eventually(
-      () =>
-        [...ctx.loop.projection.tasks.values()].every((t) =>
-          ['Finalizing', 'Succeeded'].includes(t.snapshot.value),
-        ),
-      { timeoutMs: 20_000 },
-    );
+    await backends.everyTaskHasResult(20_000);
     expect(peak).toBe(3);
     expect(heldPeak).toBeLessThanOrEqual(3);
   });

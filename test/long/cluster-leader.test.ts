@@ -5,6 +5,7 @@ import { finalizingAgain, finishScenario } from '../chaos/scenario.js';
 import type { Fault } from '../chaos/scenario.js';
 import { chaosRun } from '../chaos/world.js';
 import { worldOnCluster } from '../chaos/world-per-file.js';
+import { waitReplicasCurrent } from './long-run.js';
 
 const TASKS = 500;
 /** The longest the killed node stays down. */
@@ -29,7 +30,7 @@ describe('long chaos: a 3-node cluster, SONAR_REPLICAS=3, the streams leader SIG
     await w.startBackend();
     await w.startBackend();
     // Supervised, as Kubernetes would: a worker the backend fences off exits and is replaced.
-    await w.waitWorkersLive(Array.from({ length: 6 }, () => w.startWorker({ supervise: true })));
+    await w.startSupervisedWorkers(6);
     await w.submit(chaosRun('kill-node', TASKS));
     await w.waitFinalized(TASKS * 0.3);
 
@@ -67,14 +68,7 @@ describe('long chaos: a 3-node cluster, SONAR_REPLICAS=3, the streams leader SIG
     const status = await w.waitRunEnded('kill-node');
     expect(status.state).toBe('Succeeded');
     // The restarted node caught up: every replica of the log is current again.
-    await eventually(
-      async () => {
-        const i = await jsm.streams.info(w.n.streams.events);
-        const replicas = i.cluster?.replicas ?? [];
-        return replicas.length === 2 && replicas.every((r) => r.current);
-      },
-      { timeoutMs: 30_000, intervalMs: 200, message: 'replicas current' },
-    );
+    await waitReplicasCurrent(jsm, w);
     const report = await finishScenario(w, 'cluster-leader', {
       faults,
       recovered: finalizingAgain(),

@@ -1,9 +1,15 @@
 import { jetstreamManager } from '@nats-io/jetstream';
 import { describe, expect, it } from 'vitest';
-import { eventually } from '../helpers/eventually.js';
 import { finalizingAgain, finishScenario } from '../chaos/scenario.js';
 import type { Fault } from '../chaos/scenario.js';
-import { SLEEP_COMMAND, longIds, saveProcessLogs, sleepyRun, waitStarted } from './long-run.js';
+import {
+  SLEEP_COMMAND,
+  longIds,
+  saveProcessLogs,
+  sleepyRun,
+  waitReplicasCurrent,
+  waitStarted,
+} from './long-run.js';
 import { worldOnCluster } from '../chaos/world-per-file.js';
 
 const LONG = 12;
@@ -63,13 +69,6 @@ describe('long chaos: a 3-node cluster, SONAR_REPLICAS=3, 2 nodes SIGKILLed and 
     expect(report.stats.states).toEqual({ Succeeded: LONG + SHORT });
     expect(report.stats.workersLost).toBe(0);
     expect(report.recoveredMs.every((ms) => ms >= 0)).toBe(true);
-    await eventually(
-      async () => {
-        const i = await jsm.streams.info(w.n.streams.events);
-        const replicas = i.cluster?.replicas ?? [];
-        return replicas.length === 2 && replicas.every((r) => r.current);
-      },
-      { timeoutMs: 30_000, intervalMs: 200, message: 'replicas current' },
-    );
+    await waitReplicasCurrent(jsm, w);
   });
 });

@@ -5,10 +5,11 @@
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import type { JetStreamManager } from '@nats-io/jetstream';
 import { EventStore } from '../../streams/event-store.js';
 import type { RunFile } from '../../src/protocol.js';
 import { eventually } from '../helpers/eventually.js';
-import { TAG } from '../chaos/world.js';
+import { workRun } from '../chaos/world.js';
 import type { ChaosWorld } from '../chaos/world.js';
 
 /** The task command: sleep for the payload's `sleep` seconds, then echo the payload back. */
@@ -30,23 +31,13 @@ export function sleepyRun(
   runId: string,
   opts: { long: number; longS: number; short: number; shortS: number },
 ): RunFile {
-  return {
-    runId,
-    steps: [
-      {
-        id: 'work',
-        tags: [TAG],
-        output: 'json',
-        tasks: [
-          ...longIds(opts.long).map((id, n) => ({ id, input: { n, sleep: opts.longS } })),
-          ...Array.from({ length: opts.short }, (_, n) => ({
-            id: `t${n}`,
-            input: { n, sleep: opts.shortS },
-          })),
-        ],
-      },
-    ],
-  };
+  return workRun(runId, [
+    ...longIds(opts.long).map((id, n) => ({ id, input: { n, sleep: opts.longS } })),
+    ...Array.from({ length: opts.short }, (_, n) => ({
+      id: `t${n}`,
+      input: { n, sleep: opts.shortS },
+    })),
+  ]);
 }
 
 /** Waits until every task of `ids` in run `runId` has a `TaskStarted` in the log. */
@@ -95,4 +86,19 @@ export async function saveProcessLogs(w: ChaosWorld): Promise<void> {
   for (const p of [...w.backends.map((b) => b.proc), ...w.workers]) {
     await writeFile(join(dir, `${p.name}-${p.pid}.log`), p.stderr());
   }
+}
+
+/**
+ * Waits until the events stream's two followers are current again: a restarted or returned
+ * node caught up with the log.
+ */
+export async function waitReplicasCurrent(jsm: JetStreamManager, w: ChaosWorld): Promise<void> {
+  await eventually(
+    async () => {
+      const i = await jsm.streams.info(w.n.streams.events);
+      const replicas = i.cluster?.replicas ?? [];
+      return replicas.length === 2 && replicas.every((r) => r.current);
+    },
+    { timeoutMs: 30_000, intervalMs: 200, message: 'replicas current' },
+  );
 }

@@ -24,6 +24,7 @@ import { validateRunFile } from '../../src/run-file.js';
 import { silentLogger } from '../../src/log.js';
 import { WORKER_VERBS, registryEntrySchema, requestSchemas } from '../../src/protocol.js';
 import type { Verb } from '../../src/protocol.js';
+import { VALID_REQUESTS } from '../helpers/valid-requests.js';
 
 const scenario = (name: string): string[] =>
   readFileSync(new URL(`../replay/scenarios/${name}.jsonl`, import.meta.url), 'utf8').split('\n');
@@ -192,34 +193,16 @@ function apiUnderTest() {
   return { send, reached };
 }
 
-/** A plausible payload per verb, to be mutated. */
-const attempt = { runId: 'r1', taskId: 't1', attemptId: 'a1', token: 'tok', workerId: 'w1' };
+/**
+ * A plausible payload per verb, to be mutated: the valid minimum, with the optional fields
+ * of a few verbs filled in so that mutations reach them too.
+ */
 const VALID: Record<Verb, unknown> = {
-  join: { workerId: 'w1', host: 'h', tags: ['linux'], slots: 2 },
-  start: attempt,
-  result: { ...attempt, output: { inline: 'aGk=', bytes: 2 } },
-  fail: { ...attempt, exitCode: 1, error: 'boom', retryable: true },
-  release: attempt,
+  ...VALID_REQUESTS,
   drain: { workerId: 'w1', reason: 'shutdown', deadline: '2026-01-01T00:00:00.000Z' },
-  leave: { workerId: 'w1' },
   exited: { workerId: 'w1', code: 137, signal: 'SIGKILL' },
-  'submit.begin': {
-    runId: 'r1',
-    hash: 'h',
-    steps: [{ id: 's', tags: ['linux'], taskCount: 1 }],
-    taskCount: 1,
-  },
   'submit.tasks': { runId: 'r1', stepId: 's', tasks: [{ id: 't1', input: {} }] },
-  'submit.commit': { runId: 'r1' },
   cancel: { runId: 'r1', taskId: 't1', reason: 'x' },
-  enroll: { workerId: 'w1', publicKey: 'UDVPD2BGZCODEIBX5DJAQZFKRNTG2RRCVULITRXT4PBTP6DFA4Y5JEVG' },
-  renew: { workerId: 'w1', publicKey: 'UDVPD2BGZCODEIBX5DJAQZFKRNTG2RRCVULITRXT4PBTP6DFA4Y5JEVG' },
-  revoke: { workerId: 'w1' },
-  'poisoned.list': { runId: 'r1' },
-  'poisoned.show': { runId: 'r1', taskId: 't1' },
-  'poisoned.retry': { runId: 'r1', taskId: 't1', by: 'ops@host' },
-  'poisoned.cancel': { runId: 'r1', taskId: 't1', reason: 'x' },
-  sweep: {},
 };
 const verbs = Object.keys(VALID) as Verb[];
 const encoder = new TextEncoder();
