@@ -27,7 +27,13 @@ export {
 export { loadConfig, ConfigError } from './config.js';
 
 export type { WorkerState } from './worker/worker.js';
-export type { WorkerOptions, TaskHandler, StepHandler, HandlerContext } from './worker/options.js';
+export type {
+  WorkerOptions,
+  TaskHandler,
+  StepHandler,
+  HandlerContext,
+  LogStream,
+} from './worker/options.js';
 export type { Logger } from './log.js';
 export type { ConnectSettings } from './nats.js';
 export type { CommandPolicy, CommandsOption } from './worker/command-policy.js';
@@ -37,6 +43,9 @@ export type {
   RunStatus,
   RunUpdate,
   TaskResult,
+  TaskLogOptions,
+  LogChunk,
+  TaskProgress,
 } from './client/client.js';
 export type { RunState } from '../actors/run/run.machine.js';
 export type { StepState } from '../actors/step/step.machine.js';

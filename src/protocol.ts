@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { LOG_CHUNK_BYTES } from '../streams/topology.js';
 import { inputDepthProblem } from './limits.js';
 import { MAX_SLOTS_CAP, MAX_WORKER_TAGS } from './pulse-size.js';
 
@@ -30,6 +31,25 @@ const fileHash = z
   .string()
   .regex(/^[A-Za-z0-9_-]{1,128}$/, 'must match ^[A-Za-z0-9_-]{1,128}$ (e.g. a sha256 in hex)');
 
+/** A progress value's JSON at most: a fraction, a count, a short message. */
+export const PROGRESS_MAX_BYTES = 1024;
+const logText = z.string().superRefine((text, ctx) => {
+  if (Buffer.byteLength(text, 'utf8') > LOG_CHUNK_BYTES) {
+    ctx.addIssue({ code: 'custom', message: `must be at most ${LOG_CHUNK_BYTES} bytes of UTF-8` });
+  }
+});
+
+const progressValue = z.unknown().superRefine((value, ctx) => {
+  const json = value === undefined ? undefined : JSON.stringify(value);
+  if (json === undefined) ctx.addIssue({ code: 'custom', message: 'must be a JSON value' });
+  else if (new TextEncoder().encode(json).byteLength > PROGRESS_MAX_BYTES) {
+    ctx.addIssue({
+      code: 'custom',
+      message: `must be at most ${PROGRESS_MAX_BYTES} bytes of JSON`,
+    });
+  }
+});
+
 export const Verb = {
   Join: 'join',
   Start: 'start',
@@ -51,6 +71,8 @@ export const Verb = {
   PoisonedRetry: 'poisoned.retry',
   PoisonedCancel: 'poisoned.cancel',
   Sweep: 'sweep',
+  Progress: 'progress',
+  Log: 'log',
 } as const;
 export type Verb = (typeof Verb)[keyof typeof Verb];
 
@@ -69,6 +91,8 @@ export const WORKER_VERBS: ReadonlySet<Verb> = new Set([
   Verb.Drain,
   Verb.Leave,
   Verb.Renew,
+  Verb.Progress,
+  Verb.Log,
 ]);
 
 /** A NATS user public key (an nkey starting with `U`): a worker's own key pair. */
@@ -189,6 +213,21 @@ export const requestSchemas = {
     reason: z.string().max(1024).default('poisoned task cancelled by an operator'),
   }),
   [Verb.Sweep]: z.strictObject({}),
+  // What a running attempt reports on the way: best effort, never part of the event log.
+  [Verb.Progress]: z.strictObject({
+    ...attemptFields,
+    value: progressValue,
+  }),
+  [Verb.Log]: z.strictObject({
+    ...attemptFields,
+    stream: z.enum(['stdout', 'stderr']),
+    text: logText,
+    // Bytes the worker dropped before this chunk (it keeps the tail when a task writes faster
+    // than it sends).
+    dropped: z.number().int().min(0).default(0),
+    // The attempt's last chunk: a follower stops here.
+    end: z.boolean().default(false),
+  }),
 } as const;
 
 export type RequestOf<V extends Verb> = z.input<(typeof requestSchemas)[V]>;

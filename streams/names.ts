@@ -14,6 +14,8 @@ export interface Names {
     advisories: string;
     /** Outputs workers stage for the backend to move into the object store (secure mode). */
     staging: string;
+    /** Each attempt's stdout and stderr, one subject per attempt. */
+    logs: string;
   };
   buckets: {
     workers: string;
@@ -24,6 +26,8 @@ export interface Names {
     /** Which public key may act under each worker id (secure mode). */
     enrollments: string;
     sessions: string;
+    /** The latest progress of each task, keyed `<runId>.<taskId>`. */
+    progress: string;
   };
   objectStores: { outputs: string; snapshots: string };
   consumers: { dispatch(tag: string): string; finalizer: string };
@@ -56,6 +60,9 @@ export interface Names {
      */
     stage(workerId: string, attemptId: string): string;
     stageAll: string;
+    /** `<prefix>.logs.<runId>.<taskId>.<attempt>`: one attempt's stdout and stderr. */
+    logs(runId: string, taskId: string, attempt: number): string;
+    logsAll: string;
     /**
      * `<prefix>.js.API`: the JetStream API prefix in the workers' account (secure mode), where
      * the application account's JetStream is imported; nats.js `apiPrefix`.
@@ -97,6 +104,7 @@ export function names(prefix = 'sonar'): Names {
       poison: `${upper}_POISON`,
       advisories: `${upper}_ADVISORIES`,
       staging: `${upper}_STAGING`,
+      logs: `${upper}_LOGS`,
     },
     buckets: {
       workers: `${prefix}_workers`,
@@ -106,6 +114,7 @@ export function names(prefix = 'sonar'): Names {
       results: `${prefix}_results`,
       enrollments: `${prefix}_enrollments`,
       sessions: `${prefix}_sessions`,
+      progress: `${prefix}_progress`,
     },
     objectStores: { outputs: `${prefix}_outputs`, snapshots: `${prefix}_snapshots` },
     consumers: { dispatch: (tag) => `dispatch_${tag}`, finalizer: 'finalizer' },
@@ -129,6 +138,8 @@ export function names(prefix = 'sonar'): Names {
       controlCancel: `${prefix}.control.cancel`,
       stage: (workerId, attemptId) => `${prefix}.stage.${workerId}.${attemptId}`,
       stageAll: `${prefix}.stage.>`,
+      logs: (runId, taskId, attempt) => `${prefix}.logs.${runId}.${taskId}.${attempt}`,
+      logsAll: `${prefix}.logs.>`,
       workerJsApi: `${prefix}.js.API`,
       maxDeliveriesAdvisory: `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.${finalizeStream}.>`,
     },

@@ -32,6 +32,11 @@ export interface TopologyOptions {
    * @defaultValue {@link DEFAULT_STAGING_MAX_BYTES}
    */
   stagingMaxBytes?: number;
+  /**
+   * How long attempts' logs and tasks' progress are kept: `SONAR_RETENTION`, resolved by the
+   * backend. Unset, they are bounded by count only.
+   */
+  retentionMs?: number;
 }
 
 /** A dashboard login lasts this long unless `SONAR_SESSION_TTL` says otherwise. */
@@ -54,6 +59,14 @@ export const STAGE_CHUNK_BYTES = 128 * 1024;
 export const DEFAULT_STAGING_MAX_BYTES = 1024 ** 3;
 /** A staged output not moved by then was abandoned (its worker died before `result`). */
 export const STAGING_MAX_AGE_MS = 6 * 3_600_000;
+/**
+ * One attempt's log chunk at most (the worker sends the tail of what it gathered since its
+ * last flush), and the chunks kept per attempt: the newest 4 MiB of each attempt's log.
+ */
+export const LOG_CHUNK_BYTES = 32 * 1024;
+export const LOG_CHUNKS_PER_ATTEMPT = 128;
+/** Log chunks kept across all attempts: the oldest go first (at most 4 GiB). */
+export const LOG_MAX_CHUNKS = 128 * 1024;
 /** A dispatch lease: an unstarted task comes back to another puller after this. */
 export const DISPATCH_ACK_WAIT_MS = 60_000;
 /** Max jobs a finalizer consumer may hold unacked: jobs waiting out a nak delay count too. */
@@ -151,6 +164,25 @@ export function topology(n: Names, opts: TopologyOptions): Topology {
         allow_rollup_hdrs: false,
       },
       {
+        // Each attempt's stdout and stderr (src/storage/task-logs.ts): written only by backends,
+        // for the attempt's holder, so a worker cannot write another's. A log is kept as long
+        // as a finished run; the newest chunks of each attempt and of all attempts are kept
+        // (discard `old`): a log is an aid, never a reason to refuse work. Bounded by message
+        // counts of chunks at most max_msg_size each, as staging is, and not by max_bytes,
+        // which the server reserves up front.
+        ...common,
+        name: n.streams.logs,
+        subjects: [n.subjects.logsAll],
+        retention: RetentionPolicy.Limits,
+        max_msgs: LOG_MAX_CHUNKS,
+        max_msgs_per_subject: LOG_CHUNKS_PER_ATTEMPT,
+        max_msg_size: LOG_CHUNK_BYTES * 2 + 4 * 1024,
+        max_age: nanos(opts.retentionMs ?? 0),
+        discard: DiscardPolicy.Old,
+        allow_rollup_hdrs: false,
+        allow_direct: true,
+      },
+      {
         // MAX_DELIVERIES advisories are fire-and-forget: capture them, so that a poison
         // decision is not lost while no backend is up. Work queue: handled once, then gone.
         ...common,
@@ -170,6 +202,15 @@ export function topology(n: Names, opts: TopologyOptions): Topology {
       { bucket: n.buckets.finalizeErrors, ttlMs: 0, history: 10, rollups: true },
       // The default results sink: one record per task, upserted.
       { bucket: n.buckets.results, ttlMs: 0, history: 1, rollups: true },
+      // The latest progress of each task (src/storage/task-progress.ts), kept out of the event
+      // log: it would race the result on the task's subject and grow the log. Written only by
+      // backends, kept as long as a finished run.
+      {
+        bucket: n.buckets.progress,
+        ttlMs: opts.retentionMs ?? 0,
+        history: 1,
+        rollups: false,
+      },
       // Which public key holds each worker id (secure mode); kept a week past its last
       // renewal, far longer than any credential lives.
       { bucket: n.buckets.enrollments, ttlMs: ENROLLMENT_TTL_MS, history: 1, rollups: false },

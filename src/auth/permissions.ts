@@ -136,6 +136,21 @@ function resultsReadPub(n: Names): string[] {
   ];
 }
 
+/**
+ * Attempts' logs and tasks' progress (`sonar logs`, `status`, `watch()`): logs by direct get
+ * only, progress as a KV bucket (get, and a watch's consumer).
+ */
+function taskReportsReadPub(n: Names): string[] {
+  const progress = kvStream(n.buckets.progress);
+  return [
+    `$JS.API.STREAM.INFO.${n.streams.logs}`,
+    `$JS.API.DIRECT.GET.${n.streams.logs}`,
+    `$JS.API.STREAM.MSG.GET.${progress}`,
+    `$JS.API.DIRECT.GET.${progress}.>`,
+    `$JS.API.CONSUMER.CREATE.${progress}.>`,
+  ];
+}
+
 /** Builds every role's permissions for a prefix (default `sonar`). */
 export function rolePermissions(n: Names = namesOf()): RolePermissions {
   const s = secureNames(n);
@@ -147,6 +162,7 @@ export function rolePermissions(n: Names = namesOf()): RolePermissions {
     n.buckets.schedule,
     n.buckets.finalizeErrors,
     n.buckets.results,
+    n.buckets.progress,
     s.buckets.enrollments,
     s.buckets.sessions,
   ];
@@ -186,7 +202,13 @@ export function rolePermissions(n: Names = namesOf()): RolePermissions {
     },
     // CI jobs and the SDK's submit(): submit, cancel, and read runs and results.
     client: {
-      pub: [api('submit.*'), api('cancel'), ...readerPub(n), ...resultsReadPub(n)],
+      pub: [
+        api('submit.*'),
+        api('cancel'),
+        ...readerPub(n),
+        ...resultsReadPub(n),
+        ...taskReportsReadPub(n),
+      ],
       sub: [`${roleInboxPrefix('client')}.>`],
     },
     // Dashboards and `status`, `tail`, `export`, `workers`: reads. Its writes are requests a
@@ -201,6 +223,7 @@ export function rolePermissions(n: Names = namesOf()): RolePermissions {
         api('sweep'),
         ...readerPub(n),
         ...registryReadPub(n),
+        ...taskReportsReadPub(n),
       ],
       sub: [
         // live tail of events (core NATS)

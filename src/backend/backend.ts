@@ -94,6 +94,7 @@ export class Backend {
           eventsMaxBytes,
           sessionTtlMs: config.sessionTtlMs,
           stagingMaxBytes: config.stagingMaxBytes,
+          retentionMs: config.retentionMs,
         }),
       { replicas: config.replicas, log },
     ).catch((err: unknown) => {

@@ -10,6 +10,7 @@ import { registerTail } from './commands/tail.js';
 import { registerWorker } from './commands/worker.js';
 import { registerDev } from './commands/dev.js';
 import { registerRerun } from './commands/rerun.js';
+import { registerLogs } from './commands/logs.js';
 import { registerResults } from './commands/results.js';
 import { registerRevoke } from './commands/revoke.js';
 import { registerStatus } from './commands/status.js';
@@ -41,6 +42,7 @@ export function buildProgram(): Command {
   registerWorkers(program);
   registerStatus(program);
   registerResults(program);
+  registerLogs(program);
   registerRerun(program);
   registerSweep(program);
   registerCreds(program);

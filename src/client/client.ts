@@ -1,3 +1,4 @@
+import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { ErrorCode, SonarError } from '../../actors/errors.js';
 import { assertId } from '../../actors/ids.js';
@@ -17,6 +18,9 @@ import type { OutputStore } from '../storage/output-store.js';
 import { listResults, readOutput } from '../storage/result-reader.js';
 import { KvResultsSink } from '../storage/results-sink.js';
 import type { StoredResult } from '../storage/results-sink.js';
+import type { LogChunk } from '../storage/task-logs.js';
+import { ProgressStore } from '../storage/task-progress.js';
+import type { TaskProgress } from '../storage/task-progress.js';
 import { ApiClient, isApiError } from '../worker/api-client.js';
 import { runFileHash, validateRunFile } from '../run-file.js';
 import { isRunEnded } from './run-status.js';
@@ -25,6 +29,11 @@ export type { RunStatus } from './run-status.js';
 export type { RunUpdate } from './run-watch.js';
 import { watchRun } from './run-watch.js';
 import type { RunUpdate } from './run-watch.js';
+import { taskLog } from './task-log.js';
+import type { TaskLogOptions } from './task-log.js';
+export type { TaskLogOptions } from './task-log.js';
+export type { LogChunk } from '../storage/task-logs.js';
+export type { TaskProgress } from '../storage/task-progress.js';
 
 /** Options of {@link SonarClient}. */
 export interface SonarClientOptions {
@@ -103,6 +112,7 @@ export class SonarClient {
   private readonly n: Names;
   private readonly store: EventStore;
   private outputStore: Promise<OutputStore> | null = null;
+  private progressBucket: Promise<ProgressStore | null> | null = null;
 
   constructor(
     readonly nc: NatsConnection,
@@ -219,7 +229,7 @@ export class SonarClient {
 
   private async *updates(runId: string, signal?: AbortSignal): AsyncGenerator<RunUpdate> {
     try {
-      yield* watchRun(this.store, this.n, runId, signal);
+      yield* watchRun(this.store, this.n, runId, signal, await this.progressStore());
     } catch (err: unknown) {
       throw await explainMissingStreams(this.nc, this.n, err);
     }
@@ -287,6 +297,47 @@ export class SonarClient {
       const bytes = await readOutput(r, () => this.outputs());
       return r.kind === 'json' ? (JSON.parse(new TextDecoder().decode(bytes)) as unknown) : bytes;
     });
+  }
+
+  /**
+   * The latest progress of each of the run's tasks that reported any (`ctx.progress()`), by
+   * task id; an entry's `attempt` tells whether it is of the task's current attempt.
+   */
+  async progress(runId: string): Promise<Map<string, TaskProgress>> {
+    assertId('runId', runId);
+    const store = await this.progressStore();
+    return store === null ? new Map() : store.ofRun(runId);
+  }
+
+  /**
+   * One attempt's log (the latest unless `attempt` says), chunk by chunk: what the task wrote
+   * to stdout and stderr, or to `ctx.log()`. With `follow`, goes on while the attempt runs.
+   *
+   * @throws SonarError `not_found` for a task or an attempt that does not exist.
+   */
+  logs(
+    runId: string,
+    taskId: string,
+    opts: TaskLogOptions = {},
+  ): AsyncIterable<LogChunk & { attempt: number }> {
+    assertId('runId', runId);
+    assertId('taskId', taskId);
+    const read = async function* (c: SonarClient) {
+      try {
+        yield* taskLog(c.store, await jetstreamManager(c.nc), c.n, runId, taskId, opts);
+      } catch (err: unknown) {
+        throw await explainMissingStreams(c.nc, c.n, err);
+      }
+    };
+    return { [Symbol.asyncIterator]: () => read(this) };
+  }
+
+  /** The progress bucket; null on a server whose backends predate it. */
+  private progressStore(): Promise<ProgressStore | null> {
+    return (this.progressBucket ??= ProgressStore.open(this.nc, this.n).catch(() => {
+      this.progressBucket = null;
+      return null;
+    }));
   }
 
   /** Runs `work`, explaining a "stream not found" from an unprovisioned prefix. */

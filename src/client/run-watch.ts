@@ -1,6 +1,7 @@
 import { applyEvent, createProjection } from '../../actors/projection.js';
 import type { EventRecord } from '../../actors/projection.js';
 import type { EventStore } from '../../streams/event-store.js';
+import type { ProgressStore, TaskProgress } from '../storage/task-progress.js';
 import type { Names } from '../../streams/names.js';
 import { isRunEnded, runStatusOf } from './run-status.js';
 import type { RunStatus } from './run-status.js';
@@ -11,6 +12,11 @@ export interface RunUpdate {
   status: RunStatus;
   /** The run's events this update folds in, in log order (the first update: all so far). */
   events: EventRecord[];
+  /**
+   * Progress its tasks reported since the last update (the first update: the latest of
+   * each task), of their current attempts only.
+   */
+  progress: TaskProgress[];
 }
 
 /** A follower that stopped on its own (a consumer given up) is started again after this. */
@@ -29,14 +35,20 @@ export async function* watchRun(
   n: Names,
   runId: string,
   signal?: AbortSignal,
+  progressStore: ProgressStore | null = null,
 ): AsyncGenerator<RunUpdate, void, undefined> {
   const p = createProjection();
   const filters = n.subjects.runAll(runId);
   const read = new Map(filters.map((f) => [f, 0]));
+  let reported: TaskProgress[] = [];
+  const current = (r: TaskProgress): boolean =>
+    p.tasks.get(`${runId}.${r.taskId}`)?.snapshot.context.attempt === r.attempt;
   const fold = (events: EventRecord[]): RunUpdate => {
     events.sort(bySeq);
     for (const r of events) applyEvent(p, r);
-    return { status: runStatusOf(p, runId), events };
+    const progress = reported.filter(current);
+    reported = [];
+    return { status: runStatusOf(p, runId), events, progress };
   };
   // Everything each filter holds past what was read: the start, and the end once the run
   // ended, when another filter's follower may not have delivered its last events yet.
@@ -52,6 +64,7 @@ export async function* watchRun(
   };
 
   signal?.throwIfAborted();
+  if (progressStore !== null) reported = [...(await progressStore.ofRun(runId)).values()];
   const first = fold(await catchUp());
   yield first;
   if (isRunEnded(first.status)) return;
@@ -64,6 +77,16 @@ export async function* watchRun(
   };
   let stopped = false;
   const closers: (() => Promise<void>)[] = [];
+  if (progressStore !== null) {
+    const ac = new AbortController();
+    closers.push(() => Promise.resolve(ac.abort()));
+    void (async () => {
+      for await (const r of progressStore.watch(runId, ac.signal, { updatesOnly: true })) {
+        reported.push(r);
+        poke();
+      }
+    })().catch(() => undefined);
+  }
   const follow = async (f: string): Promise<void> => {
     const { close, closed } = await store.followEach(
       (r) => {
@@ -86,7 +109,9 @@ export async function* watchRun(
     for (;;) {
       // Checked before each wait too: an abort before the listener was added fires nothing.
       signal?.throwIfAborted();
-      if (pending.length === 0) await new Promise<void>((resolve) => (wake = resolve));
+      if (pending.length === 0 && reported.length === 0) {
+        await new Promise<void>((resolve) => (wake = resolve));
+      }
       signal?.throwIfAborted();
       const batch = pending;
       pending = [];
@@ -96,7 +121,13 @@ export async function* watchRun(
         await Promise.all(closers.map((c) => c()));
         const rest = await catchUp();
         const last = rest.length > 0 ? fold(rest) : null;
-        yield last ? { status: last.status, events: [...update.events, ...last.events] } : update;
+        yield last
+          ? {
+              status: last.status,
+              events: [...update.events, ...last.events],
+              progress: [...update.progress, ...last.progress],
+            }
+          : update;
         return;
       }
       yield update;

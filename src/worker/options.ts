@@ -11,9 +11,12 @@ import type { Logger } from '../log.js';
 import { silentLogger } from '../log.js';
 import type { ConnectSettings } from '../nats.js';
 import type { OutputStore } from '../storage/output-store.js';
+import type { LogStream } from '../storage/task-logs.js';
 import { assertSlotsFit, DEFAULT_MAX_PAYLOAD, MAX_WORKER_TAGS } from '../pulse-size.js';
 
 /** What a task handler is told besides its input. */
+export type { LogStream };
+
 export interface HandlerContext {
   /**
    * Fires when the task must stop: its step's `timeoutMs` passed, it was cancelled, or the
@@ -29,6 +32,19 @@ export interface HandlerContext {
   attemptId: string;
   /** The task's own command, when it has one. */
   command?: string[];
+  /**
+   * Reports how far the task got: any JSON value of at most 1 KiB (a fraction, `{ done,
+   * total }`, a short message). `sonar status`, `watch()` and the dashboard show the latest;
+   * calls closer together than a couple of seconds are coalesced. Throws a TypeError for a
+   * value that is not JSON or too large.
+   */
+  progress(value: unknown): void;
+  /**
+   * Adds `text` as it is (add your own newlines) to this attempt's log, which `sonar logs`
+   * and the dashboard's task page show: `stderr` unless told. Kept bounded: a task that
+   * writes faster than it is sent loses the middle, never the newest output.
+   */
+  log(text: string, stream?: LogStream): void;
 }
 
 /**

@@ -8,8 +8,10 @@ import type { DispatchMessage } from '../protocol.js';
 import { isApiError } from './api-client.js';
 import type { ApiClient } from './api-client.js';
 import { CommandFailedError, isNonRetryableError } from './errors.js';
+import { AttemptFeed } from './attempt-feed.js';
 import { runHandler } from './handler-run.js';
 import type { Outcome } from './handler-run.js';
+import type { FeedSend } from './attempt-feed.js';
 import type { HandlerContext, ResolvedWorkerOptions } from './options.js';
 import { packOutput, toBytes } from './task-output.js';
 import type { ResultOutput } from './task-output.js';
@@ -35,6 +37,8 @@ const REPORT_RETRY_MS = Infinity;
 /** Drain, release and leave are retried this long: the reconciler covers a lost one. */
 export const GOODBYE_RETRY_MS = 10_000;
 const MAX_ERROR_CHARS = 8 * 1024;
+/** A progress or log report is retried this long (a brief brown-out), then dropped. */
+const FEED_RETRY_MS = 5_000;
 
 /** What a {@link TaskExecution} needs of its worker. */
 export interface TaskExecutionParts {
@@ -190,7 +194,10 @@ export class TaskExecution {
     }
   }
 
-  /** Runs the handler, bounded by the step's timeout and by abandonment after an abort. */
+  /**
+   * Runs the handler, bounded by the step's timeout and by abandonment after an abort; its
+   * progress and log go out on the way, and the log's end before the report.
+   */
   private async execute(task: RunningTask): Promise<Outcome> {
     const d = task.dispatch;
     const { handler, killGraceMs } = this.parts.opts;
@@ -198,7 +205,10 @@ export class TaskExecution {
       d.timeoutMs === undefined
         ? undefined
         : setTimeout(() => this.stopTask(task, 'timeout'), d.timeoutMs);
+    const feed = new AttemptFeed(this.credsOf(d), this.feedSend, this.parts.log);
     const ctx: HandlerContext = {
+      progress: (value) => feed.progress(value),
+      log: (text, stream = 'stderr') => feed.write(stream, text),
       signal: task.ac.signal,
       runId: d.runId,
       stepId: d.stepId,
@@ -211,8 +221,17 @@ export class TaskExecution {
       return await runHandler(handler, d.input, ctx, killGraceMs + 1_000);
     } finally {
       clearTimeout(timer);
+      await feed.close();
     }
   }
+
+  /** Progress and log reports: retried briefly, then dropped (they are an aid). */
+  private readonly feedSend: FeedSend = async (verb, body) => {
+    await this.parts.api.request(verb, body as never, {
+      retryForMs: FEED_RETRY_MS,
+      signal: this.parts.signal,
+    });
+  };
 
   private stopTask(task: RunningTask, why: StopReason): void {
     if (task.why !== null) return;

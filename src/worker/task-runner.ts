@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { StringDecoder } from 'node:string_decoder';
 import { constants } from 'node:os';
 import { outputSizeProblem } from '../limits.js';
 import { CommandFailedError } from './errors.js';
@@ -23,7 +24,17 @@ export interface RunCommandOptions {
    * @defaultValue 4096
    */
   stderrTailBytes?: number;
+  /** Each piece of stdout and stderr as it comes, decoded as UTF-8: the attempt's log. */
+  onOutput?: (stream: 'stdout' | 'stderr', text: string) => void;
+  /**
+   * Each stderr line that starts with {@link PROGRESS_LINE_PREFIX}, with the rest of the line:
+   * a command's way to report progress (`echo "sonar-progress: 0.5" >&2`).
+   */
+  onProgress?: (value: string) => void;
 }
+
+/** A stderr line starting with this reports progress; the line stays in the log too. */
+export const PROGRESS_LINE_PREFIX = 'sonar-progress:';
 
 const exitCodeOfSignal = (signal: NodeJS.Signals): number => 128 + (constants.signals[signal] ?? 0);
 
@@ -80,9 +91,28 @@ export function runCommand(argv: string[], opts: RunCommandOptions): Promise<Uin
       }
       out.push(chunk);
     });
+    const stdoutText = new StringDecoder('utf8');
+    const stderrText = new StringDecoder('utf8');
+    if (opts.onOutput) {
+      const onOutput = opts.onOutput;
+      child.stdout.on('data', (chunk: Buffer) => onOutput('stdout', stdoutText.write(chunk)));
+    }
+    let partialLine = '';
     child.stderr.on('data', (chunk: Buffer) => {
       stderr = Buffer.concat([stderr, chunk]);
       if (stderr.length > tailBytes * 2) stderr = stderr.subarray(stderr.length - tailBytes);
+      const text = stderrText.write(chunk);
+      opts.onOutput?.('stderr', text);
+      if (opts.onProgress) {
+        const lines = (partialLine + text).split('\n');
+        // A line longer than the tail kept is no progress line: do not hold it.
+        partialLine = (lines.pop() ?? '').slice(0, tailBytes);
+        for (const line of lines) {
+          if (line.startsWith(PROGRESS_LINE_PREFIX)) {
+            opts.onProgress(line.slice(PROGRESS_LINE_PREFIX.length).trim());
+          }
+        }
+      }
     });
     // A command that never reads stdin closes it early: EPIPE is not the task's failure.
     child.stdin.on('error', () => {});

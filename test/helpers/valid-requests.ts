@@ -35,4 +35,6 @@ export const VALID_REQUESTS: Readonly<Record<Verb, unknown>> = {
   'poisoned.retry': { runId: 'r1', taskId: 't1', by: 'ops@host' },
   'poisoned.cancel': { runId: 'r1', taskId: 't1', reason: 'x' },
   sweep: {},
+  progress: { ...attempt, value: 0.5 },
+  log: { ...attempt, stream: 'stderr', text: 'hello\n' },
 };

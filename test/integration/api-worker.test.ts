@@ -49,7 +49,7 @@ async function world(env: Record<string, string> = {}) {
         String(e.type),
       ),
     ).length;
-  return { ctx, n, api, publish, creds, count };
+  return { ctx, n, api, publish, creds, count, client };
 }
 
 describe('join', () => {
@@ -146,6 +146,37 @@ describe('join: slots bounded so that a full pulse fits in one message', () => {
 });
 
 describe('attempt credentials', () => {
+  it("takes progress and log only from the attempt's holder, appending no event", async () => {
+    const { api, publish, creds, client, count } = await world();
+    await api.request('join', { workerId: 'w2', host: 'h2', tags: ['a'], slots: 1 });
+    const d = await publish('t0');
+    const code = (verb: 'progress' | 'log', body: object) =>
+      api.request(verb, body as never).then(
+        () => 'ok',
+        (err: unknown) => (err as { code?: string }).code ?? String(err),
+      );
+    const line = { stream: 'stderr', text: 'x\n' };
+    // Published, not started: nobody holds it yet.
+    expect(await code('progress', { ...creds(d), value: 1 })).toBe('stale_attempt');
+    await api.request('start', creds(d));
+    expect(await code('progress', { ...creds(d, 'w2'), value: 1 })).toBe('stale_attempt');
+    expect(await code('log', { ...creds(d, 'w2'), ...line })).toBe('stale_attempt');
+    expect(await code('log', { ...creds(d), ...line, token: 'f'.repeat(64) })).toBe(
+      'invalid_token',
+    );
+    expect(await code('progress', { ...creds(d), value: 'x'.repeat(2_000) })).toBe('validation');
+    expect(await code('log', { ...creds(d), stream: 'stderr', text: 'x'.repeat(33 * 1024) })).toBe(
+      'validation',
+    );
+    expect(await code('progress', { ...creds(d), value: 0.25 })).toBe('ok');
+    expect(await code('log', { ...creds(d), ...line, end: true })).toBe('ok');
+    expect((await client.progress('r1')).get('t0')).toMatchObject({ value: 0.25, workerId: 'w1' });
+    const chunks = [];
+    for await (const c of client.logs('r1', 't0')) chunks.push(c);
+    expect(chunks).toMatchObject([{ stream: 'stderr', text: 'x\n', end: true, attempt: 1 }]);
+    expect(await count('t0')).toBe(1);
+  });
+
   it('refuses a stale attempt and a forged token, appending nothing', async () => {
     const { api, publish, creds, count } = await world();
     const first = await publish('t0');

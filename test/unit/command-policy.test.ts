@@ -18,6 +18,8 @@ const ctxOf = (command?: string[]): HandlerContext => ({
   attempt: 1,
   attemptId: 'a1',
   ...(command !== undefined && { command }),
+  progress: () => undefined,
+  log: () => undefined,
 });
 
 describe('parseCommandPolicy (SONAR_WORKER_COMMANDS)', () => {

@@ -32,6 +32,15 @@ interface WorkerFlags {
  * supervisor that started it (`sonar workers`: its IPC channel closes). Exit 0 once drained,
  * 1 when the worker failed (e.g. the backend answered `conflict`: this worker was declared Lost).
  */
+/** A progress line's value: its JSON when it is JSON (`0.5`, `{"done":3}`), else its text. */
+function progressValueOf(line: string): unknown {
+  try {
+    return JSON.parse(line) as unknown;
+  } catch {
+    return line.slice(0, 512);
+  }
+}
+
 export function registerWorker(program: Command): void {
   program
     .command('worker')
@@ -93,6 +102,14 @@ export function registerWorker(program: Command): void {
           env: { SONAR_RUN_ID: t.runId, SONAR_TASK_ID: t.taskId, SONAR_ATTEMPT_ID: t.attemptId },
           signal: t.signal,
           maxOutputBytes: config.maxOutputBytes,
+          onOutput: (stream, text) => t.log(text, stream),
+          onProgress: (line) => {
+            try {
+              t.progress(progressValueOf(line));
+            } catch {
+              // A value over the size limit is no progress: the line stays in the log only.
+            }
+          },
         });
       };
       const worker = createWorker({

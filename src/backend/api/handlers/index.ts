@@ -5,6 +5,7 @@ import type { BackendContext } from '../../context.js';
 import { cancelHandlers } from './cancel-handler.js';
 import { enrollmentHandlers } from './enrollment-handlers.js';
 import { poisonedHandlers } from './poisoned-handlers.js';
+import { progressLogHandlers } from './progress-log-handlers.js';
 import { sweepHandlers } from './sweep-handler.js';
 import { submitHandlers } from './submit-handlers.js';
 import { workerHandlers } from './worker-handlers.js';
@@ -43,5 +44,6 @@ export function apiHandlers(ctx: BackendContext): Handlers {
     ...cancelHandlers(ctx),
     ...poisonedHandlers(ctx),
     ...sweepHandlers(ctx),
+    ...progressLogHandlers(ctx),
   });
 }

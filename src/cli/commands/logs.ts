@@ -1,0 +1,74 @@
+import type { Command } from 'commander';
+import { assertId } from '../../../actors/ids.js';
+import { SonarClient } from '../../client/client.js';
+import { UsageError, writeOut } from '../../display/output.js';
+import { withConnection } from '../context.js';
+import type { ConnectionFlags } from '../context.js';
+
+interface LogsFlags extends ConnectionFlags {
+  attempt?: string;
+  follow?: boolean;
+  json?: boolean;
+}
+
+/**
+ * `sonar logs RUN TASK [--attempt N] [--follow] [--json]`: what one attempt of a task wrote
+ * to stdout and stderr (the latest attempt unless told), both printed to stdout in the order
+ * written, as the logs stream keeps them: the
+ * newest part of each attempt's log, for `SONAR_RETENTION`. `--follow` goes on while the
+ * attempt runs; Ctrl-C stops it.
+ */
+export function registerLogs(program: Command): void {
+  program
+    .command('logs')
+    .description("print a task attempt's stdout and stderr; --follow streams a running one")
+    .argument('<run>', 'run id')
+    .argument('<task>', 'task id')
+    .option('--attempt <n>', 'which attempt (1 = the first publish; default: the latest)')
+    .option('-f, --follow', 'keep printing while the attempt runs')
+    .option('--json', 'one JSON line per chunk: {"attempt","stream","text","dropped","end","at"}')
+    .option('--server <url>', 'NATS server (default: SONAR_NATS_URL)')
+    .option('--prefix <prefix>', 'topology prefix (default: SONAR_PREFIX)')
+    .action(async (runId: string, taskId: string, flags: LogsFlags) => {
+      assertId('run', runId);
+      assertId('task', taskId);
+      const attempt = flags.attempt === undefined ? undefined : Number(flags.attempt);
+      if (attempt !== undefined && (!Number.isInteger(attempt) || attempt < 1)) {
+        throw new UsageError(
+          `--attempt: ${JSON.stringify(flags.attempt)} is not a whole number >= 1`,
+        );
+      }
+      const ac = new AbortController();
+      const stop = (): void => ac.abort();
+      process.once('SIGINT', stop);
+      try {
+        await withConnection(
+          flags,
+          async (ctx) => {
+            const client = new SonarClient(ctx.nc, { prefix: ctx.config.prefix });
+            const chunks = client.logs(runId, taskId, {
+              ...(attempt !== undefined && { attempt }),
+              follow: flags.follow === true,
+              signal: ac.signal,
+            });
+            for await (const c of chunks) {
+              if (flags.json) {
+                const { attempt: a, stream, text, dropped, end, at } = c;
+                await writeOut(
+                  `${JSON.stringify({ attempt: a, stream, text, dropped, end, at })}\n`,
+                );
+                continue;
+              }
+              // Both streams go to stdout, in the order written, as `kubectl logs` does: a
+              // pipe sees the whole log.
+              const gap = c.dropped > 0 ? `[sonar: ${c.dropped} bytes not kept]\n` : '';
+              if (gap !== '' || c.text !== '') await writeOut(gap + c.text);
+            }
+          },
+          flags.follow ? 'long-lived' : 'one-shot',
+        );
+      } finally {
+        process.removeListener('SIGINT', stop);
+      }
+    });
+}

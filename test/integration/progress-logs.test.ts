@@ -1,0 +1,133 @@
+/**
+ * Progress and logs end to end, against a real backend with its reconciler: a handler's
+ * `ctx.progress()` reaches `watch()` and `progress()`, its `ctx.log()` and a command's
+ * stderr reach `logs()` and `sonar logs` (live with `--follow`). Who may report them:
+ * api-worker.test.ts.
+ */
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { SonarClient } from '../../src/client/client.js';
+import type { LogChunk } from '../../src/client/client.js';
+import { createWorker } from '../../src/worker/worker.js';
+import { backendPerTest } from '../helpers/backend-per-test.js';
+import { eventually } from '../helpers/eventually.js';
+import { serverPerFile } from '../helpers/server-per-file.js';
+import { tempDirPerFile } from '../helpers/temp-dir-per-file.js';
+import { runSonar, spawnSonar } from '../helpers/sonar-process.js';
+import { spawnShellWorker } from '../helpers/worker-fixtures.js';
+
+const nats = serverPerFile();
+const backends = backendPerTest(nats);
+const dir = tempDirPerFile('sonar-progress-logs');
+
+const oneTask = (runId: string, tags = ['a']) => ({
+  runId,
+  steps: [{ id: 's', tags, tasks: [{ id: 't1' }] }],
+});
+
+async function textOf(chunks: AsyncIterable<LogChunk>): Promise<string> {
+  let text = '';
+  for await (const c of chunks) text += c.text;
+  return text;
+}
+
+describe('progress and logs', () => {
+  it("a handler's progress reaches watch() and progress(), and its log reaches logs()", async () => {
+    const tb = await backends.start({}, { reconciler: true });
+    const prefix = tb.ctx.names.prefix;
+    const client = new SonarClient(nats.nc, { prefix });
+    let finish!: () => void;
+    const finished = new Promise<void>((resolve) => (finish = resolve));
+    const worker = createWorker({
+      tags: ['a'],
+      nc: nats.nc,
+      prefix,
+      drainGraceMs: '2s',
+      handler: async (_input, ctx) => {
+        ctx.log('starting\n');
+        ctx.progress({ done: 1, total: 2 });
+        ctx.log('half way\n', 'stdout');
+        await finished;
+        return 'ok';
+      },
+    });
+    backends.drainAfter(worker);
+    await worker.start();
+    await client.submit(oneTask('r1'));
+
+    const seen: unknown[] = [];
+    for await (const u of client.watch('r1')) {
+      for (const p of u.progress) {
+        expect(p).toMatchObject({
+          runId: 'r1',
+          taskId: 't1',
+          attempt: 1,
+          workerId: worker.workerId,
+        });
+        seen.push(p.value);
+        finish();
+      }
+    }
+    expect(seen).toEqual([{ done: 1, total: 2 }]);
+    expect((await client.progress('r1')).get('t1')?.value).toEqual({ done: 1, total: 2 });
+
+    const chunks: LogChunk[] = [];
+    for await (const c of client.logs('r1', 't1')) chunks.push(c);
+    // Chunks keep their stream and order; the last one carries the end.
+    expect(chunks.map((c) => [c.stream, c.text]).filter(([, t]) => t !== '')).toEqual([
+      ['stderr', 'starting\n'],
+      ['stdout', 'half way\n'],
+    ]);
+    expect(chunks.map((c) => c.end)).toEqual(chunks.map((_c, i) => i === chunks.length - 1));
+    await expect(textOf(client.logs('r1', 't1', { attempt: 2 }))).rejects.toThrow(
+      /has no attempt 2 \(it has 1 to 1\)/,
+    );
+  });
+
+  it("sonar logs prints a command's stderr, and --follow streams it while the task runs", async () => {
+    const tb = await backends.start({}, { reconciler: true });
+    const client = new SonarClient(nats.nc, { prefix: tb.ctx.names.prefix });
+    const gate = join(dir(), 'gate');
+    const worker = spawnShellWorker(
+      tb.env,
+      1,
+      `echo first line >&2; echo "sonar-progress: 0.5" >&2; while [ ! -e ${gate} ]; do sleep 0.1; done; echo last line >&2; echo '"done"'`,
+    );
+    await client.submit(oneTask('r3', ['linux']));
+
+    const follower = spawnSonar('logs-follow', ['logs', 'r3', 't1', '--follow'], tb.env);
+    await eventually(
+      () => follower.stdout().includes('first line') || follower.stderr().includes('sonar:'),
+      {
+        timeoutMs: 20_000,
+        message: 'the follower printed the first line while the task ran',
+      },
+    );
+    expect(follower.stderr()).toBe('');
+    expect(follower.running).toBe(true);
+    await eventually(async () => (await client.progress('r3')).get('t1')?.value === 0.5, {
+      timeoutMs: 10_000,
+      message: "the command's progress line was stored",
+    });
+    await writeFile(gate, '');
+    expect((await follower.exited).code).toBe(0);
+    expect(follower.stdout()).toBe('first line\nsonar-progress: 0.5\nlast line\n"done"\n');
+
+    await client.wait('r3', { timeoutMs: 20_000 });
+    const once = await runSonar('logs', ['logs', 'r3', 't1'], tb.env);
+    expect(once.code).toBe(0);
+    expect(once.stdout).toContain('first line\n');
+    const json = await runSonar('logs-json', ['logs', 'r3', 't1', '--json'], tb.env);
+    const lines = json.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as LogChunk);
+    expect(lines.at(-1)).toMatchObject({ attempt: 1, end: true });
+    const bad = await runSonar('logs-bad', ['logs', 'r3', 't1', '--attempt', 'x'], tb.env);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('--attempt: "x" is not a whole number >= 1');
+    worker.child.kill('SIGTERM');
+    await worker.exited;
+  });
+});
