@@ -7,6 +7,7 @@ import { TASK_STATES, tasksByState } from '../backend/storage/index.js';
 import type { LiveEntry } from '../backend/reconciler/index.js';
 import { openTasks, storeRoom } from '../backend/storage/index.js';
 import type { EventsStoreUsage } from '../backend/storage/index.js';
+import type { TaskProgress } from '../storage/task-progress.js';
 
 /** `sonar status --json` (documented in docs/metrics.md). */
 export interface StatusView {
@@ -43,6 +44,11 @@ export interface StatusView {
         { state: string; starved: boolean; tasks: Partial<Record<TaskState, number>> }
       >;
       expired?: { submittedAt: string; endedAt: string; reason: string | null; at: string };
+      /**
+       * The latest progress of each Running task that reported any, of its current attempt,
+       * by task id (`ctx.progress()`, docs/worker-protocol.md). Absent when none did.
+       */
+      progress?: Record<string, { value: unknown; at: string; attempt: number }>;
     }
   >;
   /** Ready steps with Pending tasks and no eligible worker for any of their tags. */
@@ -73,6 +79,8 @@ export interface StatusInput {
   all?: boolean;
   /** The events stream's bytes and bound, as the server reports them. */
   eventsStore?: EventsStoreUsage;
+  /** The latest progress stored per task, by run id (the runs shown; none: no progress). */
+  progress?: ReadonlyMap<string, ReadonlyMap<string, TaskProgress>>;
 }
 
 const nonZero = (counts: Record<TaskState, number>): Partial<Record<TaskState, number>> => {
@@ -129,7 +137,13 @@ export function statusView(input: StatusInput): StatusView {
       if (!step || !counts) continue;
       steps[stepId] = { state: step.value, starved: step.context.starved, tasks: nonZero(counts) };
     }
-    runs[runId] = { state: run.value, tasks: nonZero(tasksByState(p, runId)), steps };
+    const progress = runningProgress(p, runId, input.progress?.get(runId));
+    runs[runId] = {
+      state: run.value,
+      tasks: nonZero(tasksByState(p, runId)),
+      steps,
+      ...(progress && { progress }),
+    };
   }
   const lockSince =
     input.lockHolder !== null && p.leader?.nodeId === input.lockHolder ? p.leader.time : null;
@@ -164,6 +178,22 @@ export function statusView(input: StatusInput): StatusView {
     poisoned: tasksByState(p, input.runId).Poisoned,
     ...(input.eventsStore && { eventsStore: eventsStoreView(input.eventsStore, p) }),
   };
+}
+
+/** The stored progress of the run's Running tasks that belongs to their current attempt. */
+function runningProgress(
+  p: Projection,
+  runId: string,
+  stored: ReadonlyMap<string, TaskProgress> | undefined,
+): StatusView['runs'][string]['progress'] {
+  if (stored === undefined) return undefined;
+  const out: NonNullable<StatusView['runs'][string]['progress']> = {};
+  for (const [taskId, r] of stored) {
+    const task = p.tasks.get(`${runId}.${taskId}`)?.snapshot;
+    if (task?.value !== 'Running' || task.context.attempt !== r.attempt) continue;
+    out[taskId] = { value: r.value, at: r.at, attempt: r.attempt };
+  }
+  return Object.keys(out).length > 0 ? out : undefined;
 }
 
 function eventsStoreView(usage: EventsStoreUsage, p: Projection): StatusView['eventsStore'] {

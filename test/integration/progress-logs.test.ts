@@ -6,11 +6,12 @@
  */
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { SonarClient } from '../../src/client/client.js';
 import type { LogChunk } from '../../src/client/client.js';
 import { createWorker } from '../../src/worker/worker.js';
 import { backendPerTest } from '../helpers/backend-per-test.js';
+import { startDashboardBackend } from '../helpers/dashboard-fixtures.js';
 import { eventually } from '../helpers/eventually.js';
 import { serverPerFile } from '../helpers/server-per-file.js';
 import { tempDirPerFile } from '../helpers/temp-dir-per-file.js';
@@ -33,8 +34,9 @@ async function textOf(chunks: AsyncIterable<LogChunk>): Promise<string> {
 }
 
 describe('progress and logs', () => {
-  it("a handler's progress reaches watch() and progress(), and its log reaches logs()", async () => {
-    const tb = await backends.start({}, { reconciler: true });
+  it("a handler's progress reaches watch(), progress() and the task page, and its log logs()", async () => {
+    const tb = await startDashboardBackend(nats.server.url, nats.nc, { reconciler: true });
+    onTestFinished(() => tb.stop());
     const prefix = tb.ctx.names.prefix;
     const client = new SonarClient(nats.nc, { prefix });
     let finish!: () => void;
@@ -70,6 +72,11 @@ describe('progress and logs', () => {
       }
     }
     expect(seen).toEqual([{ done: 1, total: 2 }]);
+    const page = await (await fetch(`${tb.url}/tasks/r1/t1`)).text();
+    expect(page).toContain(
+      '<span id="task-progress" class="mono">{&quot;done&quot;:1,&quot;total&quot;:2}</span>',
+    );
+    expect(page).toMatch(/<pre id="task-log" class="log">starting\nhalf way\n<\/pre>/);
     expect((await client.progress('r1')).get('t1')?.value).toEqual({ done: 1, total: 2 });
 
     const chunks: LogChunk[] = [];
@@ -110,6 +117,13 @@ describe('progress and logs', () => {
       timeoutMs: 10_000,
       message: "the command's progress line was stored",
     });
+    const status = await runSonar('status', ['status', '--run', 'r3', '--json'], tb.env);
+    const view = JSON.parse(status.stdout) as {
+      runs: Record<string, { progress?: Record<string, { value: unknown }> }>;
+    };
+    expect(view.runs['r3']?.progress?.['t1']?.value).toBe(0.5);
+    const text = await runSonar('status-text', ['status', '--run', 'r3'], tb.env);
+    expect(text.stdout).toMatch(/progress t1 {2}0\.5 {2}\(\d+s ago\)/);
     await writeFile(gate, '');
     expect((await follower.exited).code).toBe(0);
     expect(follower.stdout()).toBe('first line\nsonar-progress: 0.5\nlast line\n"done"\n');

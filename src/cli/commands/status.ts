@@ -16,6 +16,8 @@ import { approxSize } from '../../backend/storage/index.js';
 import type { StatusView } from '../status-view.js';
 import { TASK_STATES } from '../../backend/storage/index.js';
 import { ErrorCode, SonarError } from '../../../actors/errors.js';
+import { ProgressStore } from '../../storage/task-progress.js';
+import type { TaskProgress } from '../../storage/task-progress.js';
 
 interface StatusFlags extends ConnectionFlags {
   run?: string;
@@ -36,6 +38,33 @@ async function lockHolder(ctx: CliContext): Promise<string | null> {
   const kv = await new Kvm(ctx.nc).open(ctx.names.buckets.locks);
   const e = await kv.get(RECONCILER_LOCK);
   return e?.operation === 'PUT' ? e.string() : null;
+}
+
+/** Progress lines per run in the text view; `--json` has them all. */
+const SHOWN_PROGRESS = 10;
+
+/**
+ * The stored progress of each shown run with Running tasks; none on a server whose backends
+ * predate the progress bucket.
+ */
+async function progressOf(
+  ctx: CliContext,
+  p: Projection,
+  flags: StatusFlags,
+): Promise<Map<string, Map<string, TaskProgress>>> {
+  const out = new Map<string, Map<string, TaskProgress>>();
+  const runs = new Set<string>();
+  for (const key of p.tasksByState.Running) runs.add(key.slice(0, key.indexOf('.')));
+  if (flags.run !== undefined) {
+    if (!runs.has(flags.run)) return out;
+    runs.clear();
+    runs.add(flags.run);
+  }
+  if (runs.size === 0) return out;
+  const store = await ProgressStore.open(ctx.nc, ctx.names).catch(() => null);
+  if (store === null) return out;
+  for (const runId of runs) out.set(runId, await store.ofRun(runId));
+  return out;
 }
 
 const counts = (tasks: StatusView['runs'][string]['tasks'], color: boolean): string =>
@@ -77,6 +106,14 @@ export function statusText(v: StatusView, color: boolean): string {
       lines.push(
         `    ${stepId.padEnd(width)}  ${stepState(s.state, s.starved, color)}  ${counts(s.tasks, color)}`,
       );
+    }
+    const reported = Object.entries(run.progress ?? {});
+    for (const [taskId, r] of reported.slice(0, SHOWN_PROGRESS)) {
+      const ago = shortDuration(Math.max(0, Date.parse(v.now) - Date.parse(r.at)));
+      lines.push(`    progress ${taskId}  ${JSON.stringify(r.value)}  (${ago} ago)`);
+    }
+    if (reported.length > SHOWN_PROGRESS) {
+      lines.push(`    progress of ${reported.length - SHOWN_PROGRESS} more tasks: --json`);
     }
   }
   lines.push(
@@ -133,6 +170,7 @@ export function registerStatus(program: Command): void {
         }
         return statusView({
           projection,
+          progress: await progressOf(ctx, projection, flags),
           entries,
           now: Date.now(),
           planConfig: planConfigOf(ctx.config, true),

@@ -13,9 +13,23 @@ import { buildRunDetail, buildRunList } from './views/runs-view.js';
 import type { RunDetail, RunSummary } from './views/runs-view.js';
 import { buildTaskView } from './views/task-view.js';
 import type { TaskView } from './views/task-view.js';
+import { readLogChunks } from '../../storage/task-logs.js';
+import { ProgressStore } from '../../storage/task-progress.js';
+import type { TaskProgress } from '../../storage/task-progress.js';
 
 /** Reading the registry costs one KV get per worker: pages opened together share one read. */
 const REGISTRY_CACHE_MS = 1_000;
+/** The task page shows this much of the end of an attempt's log (`sonar logs` has it all). */
+export const PAGE_LOG_CHARS = 64 * 1024;
+
+/** What a task's current attempt reported besides events: its progress and its log. */
+export interface TaskReports {
+  /** Its latest progress, of this attempt; null when it reported none. */
+  progress: TaskProgress | null;
+  /** The end of its log; `cut` when more was stored or dropped before it. */
+  log: { attempt: number; text: string; cut: boolean } | null;
+}
+
 /** Runs whose step events are kept (the pages being watched, in practice). */
 const STEP_CACHE_RUNS = 64;
 
@@ -32,6 +46,7 @@ export class DashboardData {
    */
   private readonly stepEvents = new Map<string, EventRecord[]>();
   private readonly unsubscribe: () => void;
+  private progressStore: Promise<ProgressStore | null> | null = null;
 
   constructor(
     private readonly ctx: BackendContext,
@@ -106,6 +121,29 @@ export class DashboardData {
     // Read after the history, so the state is at least as new as the last event shown.
     const snap = ctx.loop.projection.tasks.get(key)!.snapshot;
     return buildTaskView(key, snap, records);
+  }
+
+  /** The progress and the log of the task's attempt `attempt` (0: none yet). */
+  async taskReports(runId: string, taskId: string, attempt: number): Promise<TaskReports> {
+    if (attempt === 0) return { progress: null, log: null };
+    const { ctx } = this;
+    this.progressStore ??= ProgressStore.open(ctx.nc, ctx.names).catch(() => null);
+    const store = await this.progressStore;
+    const progress = await store?.get(runId, taskId);
+    let text = '';
+    let cut = false;
+    await readLogChunks(ctx.jsm, ctx.names, { runId, taskId, attempt }, (c) => {
+      text += c.text;
+      cut ||= c.dropped > 0;
+      if (text.length > PAGE_LOG_CHARS) {
+        text = text.slice(-PAGE_LOG_CHARS);
+        cut = true;
+      }
+    });
+    return {
+      progress: progress?.attempt === attempt ? progress : null,
+      log: text === '' && !cut ? null : { attempt, text, cut },
+    };
   }
 
   /** Whether the projection holds a step event of the run newer than the records read. */

@@ -105,7 +105,8 @@ export function pageRoutes(router: Router, deps: PageDeps): void {
       const task = await data.task(runId, taskId);
       if (!task) return notFoundPage(rc, `task ${runId}.${taskId}`);
       const stream = streamUrl({ mode: 'changes', run: runId, task: taskId });
-      page(rc, { page: 'task', title: `Task ${task.task}`, stream }, taskMain(task));
+      const reports = await data.taskReports(runId, taskId, task.attempt);
+      page(rc, { page: 'task', title: `Task ${task.task}`, stream }, taskMain(task, reports));
     })
     .get('/events', (rc) => {
       const filter = filterParams(rc.url.searchParams);

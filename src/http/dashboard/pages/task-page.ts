@@ -2,6 +2,7 @@ import { html } from '../html.js';
 import type { Html } from '../html.js';
 import type { PublicEvent } from '../views/public-event.js';
 import type { TaskView } from '../views/task-view.js';
+import type { TaskReports } from '../dashboard-data.js';
 import { badge, runLink, time } from './format.js';
 import { actionButton } from './layout.js';
 
@@ -25,8 +26,12 @@ const row = (label: string, value: Html | string | number | null): Html =>
     <td>${value ?? html`<span class="muted">-</span>`}</td>
   </tr>`;
 
-/** The Task page's `<main>`: state, attempts, recoveries, output, errors, full history. */
-export function taskMain(t: TaskView): Html {
+/**
+ * The Task page's `<main>`: state, progress, attempts, recoveries, output, errors, the
+ * current attempt's log, full history.
+ */
+export function taskMain(t: TaskView, reports: TaskReports = { progress: null, log: null }): Html {
+  const { progress, log } = reports;
   const path = `${encodeURIComponent(t.runId)}/${encodeURIComponent(t.taskId)}`;
   return html`<div class="task" data-task="${t.task}">
     <h1>
@@ -57,6 +62,13 @@ export function taskMain(t: TaskView): Html {
       ${row('run / step', html`${runLink(t.runId)} / ${t.stepId}`)}
       ${row('tags', html`${t.tags.map((x) => html`<span class="tag">${x}</span> `)}`)}
       ${row('command', t.command ? html`<code>${JSON.stringify(t.command)}</code>` : null)}
+      ${row(
+        'progress',
+        progress
+          ? html`<span id="task-progress" class="mono">${JSON.stringify(progress.value)}</span>
+              ${time(progress.at)}`
+          : null,
+      )}
       ${row('attempt', `${t.attempt} (failures ${t.failures} of ${t.maxAttempts})`)}
       ${row('attemptId', t.attemptId)} ${row('tag', t.tag)} ${row('worker', t.workerId)}
       ${row('recoveries', t.recoveries)} ${row('retry at', t.retryAt ? time(t.retryAt) : null)}
@@ -112,6 +124,13 @@ export function taskMain(t: TaskView): Html {
                   </li>`,
               )}
             </ul>`
+        : ''
+    }
+    ${
+      log
+        ? html`<h2>Log of attempt ${log.attempt}</h2>
+            ${log.cut ? html`<p class="muted">Earlier output is cut: sonar logs prints all that was kept.</p>` : ''}
+            <pre id="task-log" class="log">${log.text}</pre>`
         : ''
     }
 
