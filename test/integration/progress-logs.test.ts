@@ -101,8 +101,14 @@ describe('progress and logs', () => {
       1,
       `echo first line >&2; echo "sonar-progress: 0.5" >&2; while [ ! -e ${gate} ]; do sleep 0.1; done; echo last line >&2; echo '"done"'`,
     );
-    await client.submit(oneTask('r3', ['linux']));
+    const runFile = join(dir(), 'r3.json');
+    await writeFile(runFile, JSON.stringify(oneTask('r3', ['linux'])));
+    const submit = spawnSonar('submit-wait', ['submit', runFile, '--wait'], tb.env);
 
+    await eventually(() => submit.stdout().includes('submitted run r3'), {
+      timeoutMs: 20_000,
+      message: 'the run was submitted',
+    });
     const follower = spawnSonar('logs-follow', ['logs', 'r3', 't1', '--follow'], tb.env);
     await eventually(
       () => follower.stdout().includes('first line') || follower.stderr().includes('sonar:'),
@@ -117,6 +123,10 @@ describe('progress and logs', () => {
       timeoutMs: 10_000,
       message: "the command's progress line was stored",
     });
+    await eventually(() => submit.stdout().includes('  t1  0.5\n'), {
+      timeoutMs: 20_000,
+      message: 'submit --wait showed the running task its progress',
+    });
     const status = await runSonar('status', ['status', '--run', 'r3', '--json'], tb.env);
     const view = JSON.parse(status.stdout) as {
       runs: Record<string, { progress?: Record<string, { value: unknown }> }>;
@@ -128,7 +138,7 @@ describe('progress and logs', () => {
     expect((await follower.exited).code).toBe(0);
     expect(follower.stdout()).toBe('first line\nsonar-progress: 0.5\nlast line\n"done"\n');
 
-    await client.wait('r3', { timeoutMs: 20_000 });
+    expect((await submit.exited).code).toBe(0);
     const once = await runSonar('logs', ['logs', 'r3', 't1'], tb.env);
     expect(once.code).toBe(0);
     expect(once.stdout).toContain('first line\n');

@@ -8,6 +8,7 @@ import { EventStore } from '../../../streams/event-store.js';
 import { ProjectionLoop } from '../../backend/projection/index.js';
 import { tasksByState } from '../../backend/storage/index.js';
 import { SonarClient } from '../../client/client.js';
+import type { TaskProgress } from '../../client/client.js';
 import { silentLogger } from '../../log.js';
 import { withConnection } from '../context.js';
 import type { ConnectionFlags } from '../context.js';
@@ -28,21 +29,66 @@ interface SubmitFlags extends ConnectionFlags {
   json?: boolean;
 }
 
+/** Running tasks whose reported progress `submit --wait` shows under the bars. */
+const SHOWN_TASK_PROGRESS = 5;
+/** How often `submit --wait` reads the progress its running tasks reported. */
+const PROGRESS_READ_MS = 2_000;
+
+/** The latest progress of the run's running tasks, read every PROGRESS_READ_MS. */
+class ReportedProgress {
+  private latest = new Map<string, TaskProgress>();
+  private readAt = -Infinity;
+  private reading = false;
+
+  constructor(
+    private readonly client: SonarClient,
+    private readonly runId: string,
+  ) {}
+
+  /** `  t3  {"done":40,"total":100}` per running task of its current attempt. */
+  lines(p: Projection): string[] {
+    if (!this.reading && performance.now() - this.readAt >= PROGRESS_READ_MS) {
+      this.reading = true;
+      this.readAt = performance.now();
+      void this.client
+        .progress(this.runId)
+        .then((m) => (this.latest = m))
+        .catch(() => undefined)
+        .finally(() => (this.reading = false));
+    }
+    const out: string[] = [];
+    for (const [taskId, r] of this.latest) {
+      const task = p.tasks.get(`${this.runId}.${taskId}`)?.snapshot;
+      if (task?.value !== 'Running' || task.context.attempt !== r.attempt) continue;
+      if (out.length === SHOWN_TASK_PROGRESS) break;
+      out.push(`  ${taskId}  ${JSON.stringify(r.value)}`);
+    }
+    return out;
+  }
+}
+
 /**
  * Follows the run in the projection (which follows the event stream) until it ends, drawing
  * a progress bar per step: done/total, rate, ETA. Redrawn in place on a terminal, plain lines
  * every few seconds when piped, nothing with `--json`.
  */
-async function watchRun(p: Projection, runId: string, json: boolean): Promise<string> {
+async function watchRun(
+  p: Projection,
+  runId: string,
+  json: boolean,
+  client: SonarClient,
+): Promise<string> {
   const tty = isTty();
   const display = json ? null : new LiveDisplay({ tty });
   const rates = new RateTracker();
   const started = performance.now();
+  const reported = json ? null : new ReportedProgress(client, runId);
   for (;;) {
     const state = p.runs.get(runId)?.snapshot.value;
     display?.update([
       `run ${runId}: ${state ?? 'submitting'}  ${paint(tty, 'dim', shortDuration(performance.now() - started))}`,
       ...progressLines(stepProgress(p, runId), rates, tty),
+      ...(reported?.lines(p) ?? []),
     ]);
     if (state !== undefined && TERMINAL_RUN_STATES.has(state)) {
       display?.finish();
@@ -98,7 +144,7 @@ export function registerSubmit(program: Command): void {
             if (!loop) return;
             const { runId } = submitted;
             const p = loop.projection;
-            const state = await watchRun(p, runId, Boolean(opts.json));
+            const state = await watchRun(p, runId, Boolean(opts.json), client);
             const report = await runFailures(p, store, runId);
             const run = p.runs.get(runId)!.snapshot;
             if (opts.json) {
