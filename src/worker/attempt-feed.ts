@@ -1,5 +1,4 @@
 import { LOG_CHUNK_BYTES } from '../../streams/topology.js';
-import type { Logger } from '../log.js';
 import { PROGRESS_MAX_BYTES } from '../protocol.js';
 import type { RequestOf } from '../protocol.js';
 import type { LogStream } from '../storage/task-logs.js';
@@ -49,12 +48,12 @@ export class AttemptFeed {
   private logTimer: NodeJS.Timeout | undefined;
   private chain: Promise<void> = Promise.resolve();
   private closed = false;
-  private warned = false;
 
   constructor(
     private readonly creds: Creds,
     private readonly send: FeedSend,
-    private readonly log: Logger,
+    /** Told of each report not stored (the worker logs it). */
+    private readonly notStored: (verb: 'progress' | 'log', err: unknown) => void,
     private readonly now: () => number = Date.now,
   ) {}
 
@@ -162,16 +161,7 @@ export class AttemptFeed {
 
   private enqueue<V extends 'progress' | 'log'>(verb: V, body: RequestOf<V>): void {
     this.chain = this.chain.then(() =>
-      this.send(verb, body).catch((err: unknown) => {
-        // Once per attempt at warn: a backend too old for these verbs refuses every one.
-        const level = this.warned ? 'debug' : 'warn';
-        this.warned = true;
-        this.log[level](`${verb} report not stored`, {
-          runId: body.runId,
-          taskId: body.taskId,
-          err,
-        });
-      }),
+      this.send(verb, body).catch((err: unknown) => this.notStored(verb, err)),
     );
   }
 }

@@ -77,6 +77,7 @@ export class TaskExecution {
   /** Messages between pull and report: the drain waits for these. */
   private handling = 0;
   private idleWaiters: (() => void)[] = [];
+  private feedWarned = false;
 
   constructor(private readonly parts: TaskExecutionParts) {}
 
@@ -205,7 +206,9 @@ export class TaskExecution {
       d.timeoutMs === undefined
         ? undefined
         : setTimeout(() => this.stopTask(task, 'timeout'), d.timeoutMs);
-    const feed = new AttemptFeed(this.credsOf(d), this.feedSend, this.parts.log);
+    const feed = new AttemptFeed(this.credsOf(d), this.feedSend, (verb, err) =>
+      this.feedNotStored(verb, d, err),
+    );
     const ctx: HandlerContext = {
       progress: (value) => feed.progress(value),
       log: (text, stream = 'stderr') => feed.write(stream, text),
@@ -223,6 +226,16 @@ export class TaskExecution {
       clearTimeout(timer);
       await feed.close();
     }
+  }
+
+  /**
+   * A progress or log report that was not stored: at warn once per worker (a backend that
+   * predates these verbs refuses every one), then at debug.
+   */
+  private feedNotStored(verb: string, d: DispatchMessage, err: unknown): void {
+    const level = this.feedWarned ? 'debug' : 'warn';
+    this.feedWarned = true;
+    this.parts.log[level](`${verb} report not stored`, { runId: d.runId, taskId: d.taskId, err });
   }
 
   /** Progress and log reports: retried briefly, then dropped (they are an aid). */

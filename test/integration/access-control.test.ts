@@ -230,6 +230,21 @@ describe('access control in secure mode (sonar creds init, as deployed)', () => 
     expect(tokens.size).toBeGreaterThanOrEqual(3);
   }, 120_000);
 
+  it("a task's log and progress reach clients and operators through the backend; no worker writes them itself", async () => {
+    // Run `acl` ran above with `cat`: its stdout, the input, is t1's log.
+    for (const role of ['client', 'operator'] as const) {
+      const logs = await cli(role, ['logs', 'acl', 't1']);
+      expect(logs.code, logs.stderr).toBe(0);
+      expect(logs.stdout).toBe('{"i":1}');
+    }
+    const { nc } = await compromisedWorker('acl-logs');
+    expect(await publishOutcome(nc, n.subjects.logs('acl', 't1', 1))).toBe('denied');
+    expect(await publishOutcome(nc, `$KV.${n.buckets.progress}.acl.t1`)).toBe('denied');
+    expect(await publishOutcome(nc, `${n.subjects.workerJsApi}.DIRECT.GET.${n.streams.logs}`)).toBe(
+      'denied',
+    );
+  });
+
   it('only the backend credential reaches the dashboard sessions bucket', async () => {
     const own = await new Kvm(backendNc).open(n.buckets.sessions);
     await own.put('acl-session', '{"createdAt":0}');

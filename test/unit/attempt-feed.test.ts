@@ -1,6 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { LOG_CHUNK_BYTES } from '../../streams/topology.js';
-import { silentLogger } from '../../src/log.js';
 import { AttemptFeed, LOG_FLUSH_MS, PROGRESS_INTERVAL_MS } from '../../src/worker/attempt-feed.js';
 import type { FeedSend } from '../../src/worker/attempt-feed.js';
 
@@ -9,11 +8,16 @@ const creds = { runId: 'r1', taskId: 't1', attemptId: 'a1', token: 'tok', worker
 function feedWith(fail = false) {
   const sent: { verb: string; body: Record<string, unknown> }[] = [];
   const send: FeedSend = (verb, body) => {
-    sent.push({ verb, body: body as unknown as Record<string, unknown> });
+    sent.push({ verb, body: body });
     return fail ? Promise.reject(new Error('no responders')) : Promise.resolve();
   };
   let now = 0;
-  const feed = new AttemptFeed(creds, send, silentLogger, () => now);
+  const feed = new AttemptFeed(
+    creds,
+    send,
+    () => undefined,
+    () => now,
+  );
   const advance = async (ms: number) => {
     now += ms;
     await vi.advanceTimersByTimeAsync(ms);
