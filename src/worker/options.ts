@@ -8,7 +8,8 @@ import { guardCommands, resolveCommandPolicy } from './command-policy.js';
 import { routeHandler } from './handler-routing.js';
 import type { CommandPolicy, CommandsOption } from './command-policy.js';
 import type { Logger } from '../log.js';
-import { silentLogger } from '../log.js';
+import { createLogger } from '../log.js';
+import { processEnvironment } from '../config.js';
 import type { ConnectSettings } from '../nats.js';
 import type { OutputStore } from '../storage/output-store.js';
 import type { LogStream } from '../storage/task-logs.js';
@@ -183,7 +184,9 @@ export interface WorkerOptions<I = unknown, O = unknown> {
    */
   stopGraceMs?: Duration;
   /**
-   * @defaultValue silent
+   * Where the worker says what it does (joined, drained, a report refused...): JSON lines.
+   * `silentLogger` says nothing.
+   * @defaultValue JSON lines on stderr from `warn` up (`SONAR_LOG_LEVEL` sets the level)
    */
   log?: Logger;
 }
@@ -256,7 +259,7 @@ export function resolveWorkerOptions<I, O>(opts: WorkerOptions<I, O>): ResolvedW
     killGraceMs: ms(opts.killGraceMs, '5s'),
     pullExpiresMs: Math.max(1_000, opts.pullExpiresMs ?? 1_000),
     stopGraceMs: ms(opts.stopGraceMs, '10s'),
-    log: opts.log ?? silentLogger,
+    log: opts.log ?? createLogger({ level: processEnvironment.logLevel() ?? 'warn' }),
   };
 }
 
