@@ -48,6 +48,8 @@ export class AttemptFeed {
   private logTimer: NodeJS.Timeout | undefined;
   private chain: Promise<void> = Promise.resolve();
   private closed = false;
+  /** Whether any of the log went out: only then does the log need an end. */
+  private logSent = false;
 
   constructor(
     private readonly creds: Creds,
@@ -154,9 +156,12 @@ export class AttemptFeed {
       this.enqueue('log', { ...this.creds, stream: s.stream, text: s.text, dropped, end: last });
       dropped = 0;
     });
-    if (end && segments.length === 0) {
+    // An attempt that wrote nothing sends nothing, not even an end: most tasks log nothing,
+    // and a follower sees such an attempt end by its events.
+    if (end && segments.length === 0 && this.logSent) {
       this.enqueue('log', { ...this.creds, stream: 'stderr', text: '', dropped, end: true });
     }
+    if (segments.length > 0) this.logSent = true;
   }
 
   private enqueue<V extends 'progress' | 'log'>(verb: V, body: RequestOf<V>): void {

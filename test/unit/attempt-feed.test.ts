@@ -79,13 +79,24 @@ describe('AttemptFeed', () => {
     expect(Number(chunk?.body['dropped']) + Buffer.byteLength(text)).toBe(LOG_CHUNK_BYTES + 20);
   });
 
-  it('ends an empty log with an empty last chunk, and sends nothing after close', async () => {
+  it('sends nothing for an attempt that wrote nothing, and nothing after close', async () => {
     const { feed, sent } = feedWith();
     await feed.close();
     feed.write('stderr', 'late');
     feed.progress(1);
     await vi.advanceTimersByTimeAsync(PROGRESS_INTERVAL_MS);
-    expect(sent).toMatchObject([{ verb: 'log', body: { text: '', end: true } }]);
+    expect(sent).toEqual([]);
+  });
+
+  it('ends a log whose output all went out already with an empty last chunk', async () => {
+    const { feed, sent, advance } = feedWith();
+    feed.write('stderr', 'x');
+    await advance(LOG_FLUSH_MS);
+    await feed.close();
+    expect(sent.map((s) => [s.body['text'], s.body['end']])).toEqual([
+      ['x', false],
+      ['', true],
+    ]);
   });
 
   it('drops a report the backend refuses and goes on with the next', async () => {
