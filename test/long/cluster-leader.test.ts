@@ -26,7 +26,9 @@ describe('long chaos: a 3-node cluster, SONAR_REPLICAS=3, the streams leader SIG
         SONAR_ORPHAN_AGE: '5s',
       },
     });
-    // One at a time: the first provisions the topology (see the README on concurrent starts).
+    // One at a time: the first provisions the topology alone. Two starting at once on a fresh
+    // prefix can both find a bucket missing, and the later create then fails on the bucket
+    // the first made and already updated (ensureTopology, streams/provision.ts).
     await w.startBackend();
     await w.startBackend();
     // Supervised, as Kubernetes would: a worker the backend fences off exits and is replaced.
