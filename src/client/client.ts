@@ -273,7 +273,7 @@ export class SonarClient {
   async results(runId: string): Promise<TaskResult[]> {
     assertId('runId', runId);
     return this.explained(async () =>
-      (await listResults(await KvResultsSink.open(this.nc, this.n), runId)).map(resultOf),
+      (await listResults(await KvResultsSink.open(this.nc, this.n), runId)).map(taskResultOf),
     );
   }
 
@@ -376,7 +376,8 @@ export interface TaskResult {
   outputRef: string;
 }
 
-const resultOf = (r: StoredResult): TaskResult => ({
+/** A stored record as a {@link TaskResult}: what `results()` gives and `sonar results` prints. */
+export const taskResultOf = (r: StoredResult): TaskResult => ({
   taskId: r.taskId,
   stepId: r.stepId,
   attemptId: r.attemptId,

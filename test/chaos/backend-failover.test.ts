@@ -12,12 +12,7 @@ const chaos = worldOnServer();
 
 describe('chaos: the leading backend SIGKILLed twice, with a standby', () => {
   it('a standby takes the lead each time and the run completes', async () => {
-    const w = await chaos.world();
-    // One at a time: the first provisions the topology (see the README on concurrent starts).
-    await w.startBackend();
-    await w.startBackend();
-    await w.startSupervisedWorkers(6);
-    await w.submit(chaosRun('kill-leader', TASKS));
+    const w = await chaos.running(chaosRun('kill-leader', TASKS), { backends: 2, workers: 6 });
 
     const faults: Fault[] = [];
     for (const progress of [0.25, 0.6]) {

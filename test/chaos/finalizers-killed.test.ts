@@ -13,13 +13,12 @@ describe('chaos: a burst of results while the finalizers are SIGKILLed', () => {
   it('finalizes every accepted result exactly once', async () => {
     // One finalizer lane per backend against 24 busy slots: results arrive faster than they
     // are finalized, so the queue holds a backlog and jobs are in hand at every kill.
-    const w = await chaos.world({ env: { SONAR_FINALIZERS: '1' } });
-    await w.startBackend();
-    await w.startBackend();
-    await w.waitWorkersLive(
-      Array.from({ length: 6 }, () => w.startWorker({ slots: 4, supervise: true })),
-    );
-    await w.submit(chaosRun('burst', TASKS));
+    const w = await chaos.running(chaosRun('burst', TASKS), {
+      env: { SONAR_FINALIZERS: '1' },
+      backends: 2,
+      workers: 6,
+      slots: 4,
+    });
 
     const jsm = await jetstreamManager(w.nc);
     const backlog = async (): Promise<number> =>
@@ -39,7 +38,7 @@ describe('chaos: a burst of results while the finalizers are SIGKILLed', () => {
         at: Date.now(),
       });
       await Promise.all(victims.map((v) => v.proc.kill('SIGKILL')));
-      for (const _ of victims) await w.startBackend();
+      await w.startBackends(victims.length);
     }
 
     const status = await w.waitRunEnded('burst');

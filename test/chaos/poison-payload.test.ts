@@ -10,15 +10,15 @@ const chaos = worldOnServer();
 
 describe('chaos: a poison payload that kills every worker that runs it', () => {
   it('ends Dead after the recovery limit while the rest of the run completes', async () => {
-    const w = await chaos.world();
-    await w.startBackend();
     // Supervised: each crashed worker is reported (`exited`) and replaced, as `sonar workers`
     // or Kubernetes would; the report makes the recovery immediate (DESIGN.md section 4).
     // One slot each: a task that shares a worker with the poison task is lost with it, and
     // three such losses would kill that bystander too (see the faults table in docs/faults.md).
-    const fleet = Array.from({ length: 8 }, () => w.startWorker({ slots: 1, supervise: true }));
-    await w.waitWorkersLive(fleet);
-    await w.submit(chaosRun('poison', TASKS, [POISON]));
+    const w = await chaos.running(chaosRun('poison', TASKS, [POISON]), {
+      backends: 1,
+      workers: 8,
+      slots: 1,
+    });
 
     const status = await w.waitRunEnded('poison');
     // The Dead task fails its step, and the step the run; every other task succeeded.

@@ -13,10 +13,7 @@ const chaos = worldOnServer();
 
 describe('chaos: the single nats-server SIGKILLed mid-run, restarted on its port and store', () => {
   it('every process reconnects and the run completes with nothing lost', async () => {
-    const w = await chaos.world();
-    await w.startBackend();
-    await w.startSupervisedWorkers(6);
-    await w.submit(chaosRun('kill-server', TASKS));
+    const w = await chaos.running(chaosRun('kill-server', TASKS), { backends: 1, workers: 6 });
     await w.waitFinalized(TASKS * 0.3);
 
     const faults: Fault[] = [{ what: `SIGKILL nats-server, down ${DOWN_MS} ms`, at: Date.now() }];

@@ -42,14 +42,11 @@ function pick<T>(from: T[], n: number): T[] {
 
 describe('chaos: workers SIGKILLed mid-run while new ones join', () => {
   it('recovers every lost task; each result is finalized once', async () => {
-    const world = await chaos.world();
-    await world.startBackend();
-    await world.waitWorkersLive(
-      Array.from({ length: FLEET }, () =>
-        world.startWorker({ supervise: true, command: SLOW_ECHO }),
-      ),
-    );
-    await world.submit(chaosRun('kill-workers', TASKS));
+    const world = await chaos.running(chaosRun('kill-workers', TASKS), {
+      backends: 1,
+      workers: FLEET,
+      command: SLOW_ECHO,
+    });
 
     // Two waves, each killing 20% of the live fleet (SIGKILL: no drain, no release, no
     // leave) and starting as many new workers, which join while the run goes on.
@@ -80,9 +77,7 @@ describe('chaos: workers SIGKILLed mid-run while new ones join', () => {
       victims.push(...wave.map((v) => v.name));
       await Promise.all(wave.map((v) => v.kill('SIGKILL')));
       // The newcomers join while the run goes on; the next wave may pick them.
-      await world.waitWorkersLive(
-        wave.map(() => world.startWorker({ supervise: true, command: SLOW_ECHO })),
-      );
+      await world.startSupervisedWorkers(wave.length, { command: SLOW_ECHO });
     }
 
     const status = await world.waitRunEnded('kill-workers');

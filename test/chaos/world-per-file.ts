@@ -9,14 +9,30 @@ import { startSecureCluster, startSecureNats } from '../helpers/secure-nats.js';
 import type { SecureCluster, SecureEnvironment, SecureNats } from '../helpers/secure-nats.js';
 import { killAll } from '../helpers/sonar-process.js';
 import { freshPrefix } from '../helpers/topology.js';
+import type { RunFile } from '../../src/protocol.js';
 import { ChaosWorld } from './world.js';
-import type { WorldOptions } from './world.js';
+import type { WorkerOptions, WorldOptions } from './world.js';
 
 export interface WorldPerFile<S extends SecureEnvironment> {
   /** The secure server or cluster (read inside tests only): for faults on it. */
   readonly secure: S;
   /** Starts the file's world on {@link WorldPerFile.secure}. */
   world(opts?: Omit<WorldOptions, 'secure'>): Promise<ChaosWorld>;
+  /**
+   * The opening most scenarios share: the file's world ({@link WorldPerFile.world}, `env`
+   * on top of CHAOS_ENV), its `backends` started one at a time, its `workers` supervised and
+   * live, and `run` submitted.
+   */
+  running(run: RunFile, fleet: Fleet): Promise<ChaosWorld>;
+}
+
+/**
+ * What {@link WorldPerFile.running} starts before it submits: the world's `env`, how many
+ * backends and workers, and each worker's `slots` and `command` (WorkerOptions' defaults).
+ */
+export interface Fleet extends Omit<WorldOptions, 'secure'>, Omit<WorkerOptions, 'supervise'> {
+  backends: number;
+  workers: number;
 }
 
 export function worldPerFile<S extends SecureEnvironment & { stop(): Promise<void> }>(
@@ -36,13 +52,21 @@ export function worldPerFile<S extends SecureEnvironment & { stop(): Promise<voi
     if (!secure) throw new Error('worldPerFile: read inside a test, not at load');
     return secure;
   };
+  const startWorld = async (opts: Omit<WorldOptions, 'secure'> = {}): Promise<ChaosWorld> => {
+    world = await ChaosWorld.start({ ...opts, secure: started() });
+    return world;
+  };
   return {
     get secure() {
       return started();
     },
-    async world(opts = {}) {
-      world = await ChaosWorld.start({ ...opts, secure: started() });
-      return world;
+    world: startWorld,
+    async running(run, { backends, workers, env, ...worker }) {
+      const w = await startWorld(env ? { env } : {});
+      await w.startBackends(backends);
+      await w.startSupervisedWorkers(workers, worker);
+      await w.submit(run);
+      return w;
     },
   };
 }

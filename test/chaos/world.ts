@@ -242,13 +242,30 @@ export class ChaosWorld {
   }
 
   /**
+   * Starts `count` backends one at a time, each waited for (see {@link ChaosWorld.startBackend}): the
+   * first provisions the topology alone. Two starting at once on a fresh prefix can both find
+   * a bucket missing, and the later create then fails on the bucket the first made and
+   * already updated (ensureTopology, streams/provision.ts): a race no scenario is about.
+   */
+  async startBackends(count: number): Promise<Backend[]> {
+    const started: Backend[] = [];
+    for (let i = 0; i < count; i++) started.push(await this.startBackend());
+    return started;
+  }
+
+  /**
    * Starts `count` supervised workers (one fenced off as lost exits and is replaced, see
    * docs/faults.md) and waits until every one of them is live.
    */
-  async startSupervisedWorkers(count: number): Promise<void> {
-    await this.waitWorkersLive(
-      Array.from({ length: count }, () => this.startWorker({ supervise: true })),
+  async startSupervisedWorkers(
+    count: number,
+    opts: Omit<WorkerOptions, 'supervise'> = {},
+  ): Promise<SonarProcess[]> {
+    const procs = Array.from({ length: count }, () =>
+      this.startWorker({ ...opts, supervise: true }),
     );
+    await this.waitWorkersLive(procs);
+    return procs;
   }
 
   /** Waits until every one of `procs` has its key in the registry (joined and pulsing). */

@@ -5,13 +5,17 @@
  * {@link startSecureCluster} does the same for a cluster: every node in operator mode with
  * a full resolver of its own.
  */
-import { connect } from '@nats-io/transport-node';
+import { createUser } from '@nats-io/nkeys';
+import type { KeyPair } from '@nats-io/nkeys';
+import { connect, jwtAuthenticator } from '@nats-io/transport-node';
 import type { ConnectionOptions, NatsConnection } from '@nats-io/transport-node';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { workerInboxPrefix } from '../../streams/names.js';
 import { initCredentials, resolverConf } from '../../src/auth/creds-init.js';
 import type { CredentialPaths, Credentials, CredsRole } from '../../src/auth/creds-init.js';
+import { mintWorkerJwt } from '../../src/auth/mint.js';
 import { readCreds } from '../../src/nats-creds.js';
 import { startNatsCluster } from './nats-cluster.js';
 import type { NatsCluster, NatsClusterOptions } from './nats-cluster.js';
@@ -42,6 +46,25 @@ export interface SecureEnvironment {
    * `connectNats` does with a role's creds file); `opts` on top (e.g. reconnect settings).
    */
   connectAs(role: CredsRole, opts?: Partial<ConnectionOptions>): Promise<NatsConnection>;
+  /**
+   * A credential for worker `workerId` as a backend mints one at enrollment: a fresh user key
+   * and a JWT for it signed by the worker signing key (read from its file, as the backend
+   * reads it), valid `ttlMs` (60 s) from `now` (the clock).
+   */
+  mintWorker(workerId: string, opts?: { ttlMs?: number; now?: number }): Promise<MintedWorker>;
+  /**
+   * A connection of the test process as the worker `minted` names, on that worker's inbox
+   * prefix (what a worker does with its credential); `opts` on top.
+   */
+  connectAsWorker(minted: MintedWorker, opts?: Partial<ConnectionOptions>): Promise<NatsConnection>;
+}
+
+/** A worker's credential, minted in the test process (see {@link SecureEnvironment.mintWorker}). */
+export interface MintedWorker {
+  workerId: string;
+  /** The worker's user key: its seed authenticates, its public key is what a revocation names. */
+  key: KeyPair;
+  jwt: string;
 }
 
 export interface SecureNats extends SecureEnvironment {
@@ -126,6 +149,25 @@ function secureEnvironment(
       }),
     }),
     connectAs: (role, opts = {}) => connectRole(urls, paths.creds[role], opts),
+    async mintWorker(workerId, { ttlMs = 60_000, now = Date.now() } = {}) {
+      const key = createUser();
+      const jwt = await mintWorkerJwt({
+        workerId,
+        publicKey: key.getPublicKey(),
+        signingSeed: await readFile(paths.workerSigningSeed, 'utf8'),
+        accountPublicKey: credentials.workersAccount.publicKey,
+        ttlMs,
+        now,
+      });
+      return { workerId, key, jwt };
+    },
+    connectAsWorker: (minted, opts = {}) =>
+      connect({
+        servers: urls,
+        authenticator: jwtAuthenticator(minted.jwt, minted.key.getSeed()),
+        inboxPrefix: workerInboxPrefix(minted.workerId),
+        ...opts,
+      }),
   };
 }
 

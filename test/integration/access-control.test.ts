@@ -99,6 +99,19 @@ async function compromisedWorker(workerId: string, tags: string[] = ['acl']) {
   return { nc, api };
 }
 
+/**
+ * The credentials a backend's own bucket or consumer must be safe from, connected: a client,
+ * an operator and a compromised worker (enrolled as `workerId`).
+ */
+async function outsiders(workerId: string) {
+  const { nc: worker } = await compromisedWorker(workerId);
+  return [
+    ['operator', await connectAs('operator')],
+    ['client', await connectAs('client')],
+    ['worker', worker],
+  ] as const;
+}
+
 /** A worker connection's JetStream client, under the workers' account's API prefix. */
 const workerJs = (nc: NatsConnection) =>
   jetstream(nc, { apiPrefix: n.subjects.workerJsApi, timeout: 2_000 });
@@ -249,12 +262,7 @@ describe('access control in secure mode (sonar creds init, as deployed)', () => 
     const own = await new Kvm(backendNc).open(n.buckets.sessions);
     await own.put('acl-session', '{"createdAt":0}');
     expect((await own.get('acl-session'))?.string()).toBe('{"createdAt":0}');
-    const { nc: worker } = await compromisedWorker('acl-sessions');
-    for (const [role, nc] of [
-      ['operator', await connectAs('operator')],
-      ['client', await connectAs('client')],
-      ['worker', worker],
-    ] as const) {
+    for (const [role, nc] of await outsiders('acl-sessions')) {
       const read = async () => {
         const kv = await new Kvm(jetstream(nc, { timeout: 2_000 })).open(n.buckets.sessions);
         return kv.get('acl-session');
@@ -532,12 +540,7 @@ describe('access control in secure mode (sonar creds init, as deployed)', () => 
       [n.streams.dispatch]: await consumersOf(n.streams.dispatch),
     };
     expect(durable[n.streams.dispatch]).toContain(n.consumers.dispatch('acl'));
-    const { nc: worker } = await compromisedWorker('acl-deleter');
-    for (const [role, nc] of [
-      ['client', await connectAs('client')],
-      ['operator', await connectAs('operator')],
-      ['worker', worker],
-    ] as const) {
+    for (const [role, nc] of await outsiders('acl-deleter')) {
       const prefixes = role === 'worker' ? ['$JS.API', n.subjects.workerJsApi] : ['$JS.API'];
       for (const [stream, names] of Object.entries(durable)) {
         for (const name of names) {

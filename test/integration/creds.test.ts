@@ -8,25 +8,23 @@ import { mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { decode } from '@nats-io/jwt';
-import { createUser } from '@nats-io/nkeys';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
-import { connect, credsAuthenticator, jwtAuthenticator } from '@nats-io/transport-node';
+import { connect, credsAuthenticator } from '@nats-io/transport-node';
 import type { ConnectionOptions, NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { names } from '../../streams/names.js';
 import { ensureTopology } from '../../streams/provision.js';
 import { DEFAULT_TOPOLOGY_OPTIONS, dispatchConsumer } from '../../streams/topology.js';
 import type { CredsRole } from '../../src/auth/creds-init.js';
-import { mintWorkerJwt } from '../../src/auth/mint.js';
-import { roleInboxPrefix, secureNames, workerInboxPrefix } from '../../src/auth/permissions.js';
+import { roleInboxPrefix, secureNames } from '../../src/auth/permissions.js';
 import { lookupAccountJwt, pushRevocation } from '../../src/auth/revoke.js';
 import { eventually } from '../helpers/eventually.js';
 import { publishOutcome, subscribeOutcome } from '../helpers/permission-probes.js';
 import { startSecureNats } from '../helpers/secure-nats.js';
 import { runSonar } from '../helpers/sonar-process.js';
 import { CREDENTIAL_FILE_USES } from '../../src/auth/creds-init.js';
-import type { SecureNats } from '../helpers/secure-nats.js';
+import type { MintedWorker, SecureNats } from '../helpers/secure-nats.js';
 
 const n = names('sonar');
 let secure: SecureNats;
@@ -54,29 +52,12 @@ async function connectRole(role: CredsRole, extra: Partial<ConnectionOptions> = 
 }
 
 /** A fresh user key and a JWT minted for it by the worker signing key. */
-async function mintWorker(workerId: string, ttlMs = 60_000) {
-  const kp = createUser();
-  const jwt = await mintWorkerJwt({
-    workerId,
-    publicKey: kp.getPublicKey(),
-    signingSeed: await readFile(secure.workerSigningKey, 'utf8'),
-    accountPublicKey: secure.credentials.workersAccount.publicKey,
-    ttlMs,
-    now: Date.now(),
-  });
-  return { kp, jwt, publicKey: kp.getPublicKey() };
-}
+const mintWorker = (workerId: string, ttlMs = 60_000): Promise<MintedWorker> =>
+  secure.mintWorker(workerId, { ttlMs });
 
-async function connectWorker(
-  workerId: string,
-  w: { jwt: string; kp: ReturnType<typeof createUser> },
-) {
-  const nc = await connect({
-    servers: secure.server.url,
-    authenticator: jwtAuthenticator(w.jwt, w.kp.getSeed()),
-    inboxPrefix: workerInboxPrefix(workerId),
-    reconnect: false,
-  });
+/** A connection as the minted worker (closed after the file's tests). */
+async function connectWorker(w: MintedWorker) {
+  const nc = await secure.connectAsWorker(w, { reconnect: false });
   conns.push(nc);
   return nc;
 }
@@ -113,7 +94,7 @@ describe('sonar creds init on nats-server 2.9.10', () => {
     expect(claims.name).toBe('w1');
     expect(claims.nats.issuer_account).toBe(secure.credentials.workersAccount.publicKey);
     expect(claims.iss).toBe(secure.credentials.workerSigning.publicKey);
-    const nc = await connectWorker('w1', w1);
+    const nc = await connectWorker(w1);
 
     expect(await publishOutcome(nc, 'sonar.api.w.w1.join')).toBe('allowed');
     expect(await publishOutcome(nc, 'sonar.api.w.w2.join')).toBe('denied');
@@ -201,7 +182,7 @@ describe('sonar creds init on nats-server 2.9.10', () => {
     });
     await backend.flush();
     const w = await mintWorker('w-rt');
-    const worker = await connectWorker('w-rt', w);
+    const worker = await connectWorker(w);
     expect((await worker.request('sonar.api.w.w-rt.renew', '{}')).string()).toBe(
       'answer to sonar.api.w.w-rt.renew',
     );
@@ -242,28 +223,28 @@ describe('sonar creds init on nats-server 2.9.10', () => {
   it('a JWT that expires in 2 s gets its connection closed at expiry', async () => {
     const w = await mintWorker('w-exp', 2_000);
     const exp = decode(w.jwt).exp! * 1000;
-    const nc = await connectWorker('w-exp', w);
+    const nc = await connectWorker(w);
     await nc.flush();
     const closedAt = await eventually(() => nc.isClosed() && Date.now(), { timeoutMs: 6_000 });
     expect(closedAt).toBeGreaterThanOrEqual(exp - 1_000);
     // The same JWT is refused once its expiry second is over: the server's check is
     // `now > exp` in whole seconds, so during that second it still lets it connect.
     await eventually(() => Date.now() >= exp + 1_000, { timeoutMs: 3_000 });
-    await expect(connectWorker('w-exp', w)).rejects.toThrow(/authorization|expired/i);
+    await expect(connectWorker(w)).rejects.toThrow(/authorization|expired/i);
   });
 
   it('a pushed revocation disconnects that worker at once, another stays up', async () => {
     const a = await mintWorker('w-rev-a');
     const b = await mintWorker('w-rev-b');
-    const ncA = await connectWorker('w-rev-a', a);
-    const ncB = await connectWorker('w-rev-b', b);
+    const ncA = await connectWorker(a);
+    const ncB = await connectWorker(b);
     await Promise.all([ncA.flush(), ncB.flush()]);
     const sys = await connectRole('sys');
     await pushRevocation({
       sys,
       accountPublicKey: secure.credentials.workersAccount.publicKey,
       operatorSigningSeed: await readFile(secure.operatorSigningKey, 'utf8'),
-      userPublicKey: a.publicKey,
+      userPublicKey: a.key.getPublicKey(),
       at: Date.now(),
       maxCredentialTtlMs: 60 * 60_000,
     });
@@ -271,12 +252,12 @@ describe('sonar creds init on nats-server 2.9.10', () => {
     expect(ncB.isClosed()).toBe(false);
     await ncB.flush();
     expect(await publishOutcome(ncB, 'sonar.api.w.w-rev-b.join')).toBe('allowed');
-    await expect(connectWorker('w-rev-a', a)).rejects.toThrow(/authorization/i);
+    await expect(connectWorker(a)).rejects.toThrow(/authorization/i);
     // The account JWT now carries the revocation, and kept its signing key and limits.
     const after = decode<{ revocations?: Record<string, number>; signing_keys?: unknown[] }>(
       await lookupAccountJwt(sys, secure.credentials.workersAccount.publicKey),
     );
-    expect(Object.keys(after.nats.revocations ?? {})).toEqual([a.publicKey]);
+    expect(Object.keys(after.nats.revocations ?? {})).toEqual([a.key.getPublicKey()]);
     expect(after.nats.signing_keys).toHaveLength(1);
     expect(after.nats).toHaveProperty('imports');
   });

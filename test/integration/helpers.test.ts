@@ -1,13 +1,11 @@
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
-import { connect, nuid } from '@nats-io/transport-node';
-import type { NatsConnection } from '@nats-io/transport-node';
+import { nuid } from '@nats-io/transport-node';
 import { existsSync } from 'node:fs';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { clusterPerFile } from '../helpers/cluster-per-file.js';
 import { eventually } from '../helpers/eventually.js';
-import { startNatsCluster } from '../helpers/nats-cluster.js';
-import type { NatsCluster } from '../helpers/nats-cluster.js';
 import { NATS_SERVER_NOT_FOUND, startNatsServer } from '../helpers/nats-server.js';
-import type { NatsServer } from '../helpers/nats-server.js';
+import { serverPerFile } from '../helpers/server-per-file.js';
 
 const prefix = (): string => `t${nuid.next()}`;
 
@@ -30,20 +28,11 @@ describe('eventually', () => {
 });
 
 describe('startNatsServer', () => {
-  let server: NatsServer;
-  let nc: NatsConnection;
-
-  beforeAll(async () => {
-    server = await startNatsServer();
-    nc = await connect({ servers: server.url, reconnectTimeWait: 50, maxReconnectAttempts: -1 });
-  });
-
-  afterAll(async () => {
-    await nc?.close();
-    await server?.stop();
-  });
+  // serverPerFile starts it; the connection rides out the restart below.
+  const nats = serverPerFile({ connect: { reconnectTimeWait: 50, maxReconnectAttempts: -1 } });
 
   it('serves JetStream on a random 127.0.0.1 port', async () => {
+    const { server, nc } = nats;
     expect(server.url).toBe(`nats://127.0.0.1:${server.port}`);
     expect(server.pid).toBeGreaterThan(0);
     const p = prefix();
@@ -54,6 +43,7 @@ describe('startNatsServer', () => {
   });
 
   it('restart() keeps the port and the stored messages', async () => {
+    const { server, nc } = nats;
     const p = prefix();
     const jsm = await jetstreamManager(nc);
     await jsm.streams.add({ name: `${p}_S`, subjects: [`${p}.>`] });
@@ -98,20 +88,11 @@ describe('startNatsServer', () => {
 });
 
 describe('startNatsCluster', () => {
-  let cluster: NatsCluster;
-  let nc: NatsConnection;
-
-  beforeAll(async () => {
-    cluster = await startNatsCluster();
-    nc = await connect({ servers: cluster.urls, reconnectTimeWait: 100, maxReconnectAttempts: -1 });
-  });
-
-  afterAll(async () => {
-    await nc?.close();
-    await cluster?.stop();
-  });
+  // clusterPerFile starts it; the connection rides out a node going down.
+  const nats = clusterPerFile(3, { connect: { reconnectTimeWait: 100, maxReconnectAttempts: -1 } });
 
   it('keeps an R3 stream writable while a node is down and catches it up', async () => {
+    const { servers: cluster, nc } = nats;
     expect(cluster.servers.map((s) => s.name)).toEqual(['n1', 'n2', 'n3']);
     const p = prefix();
     const stream = `${p}_S`;

@@ -5,12 +5,9 @@
  * replicate its streams, and apply a revocation pushed through any one node.
  */
 import { jetstreamManager } from '@nats-io/jetstream';
-import { createUser } from '@nats-io/nkeys';
-import { connect, jwtAuthenticator } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { names, workerInboxPrefix } from '../../streams/names.js';
-import { mintWorkerJwt } from '../../src/auth/mint.js';
+import { names } from '../../streams/names.js';
 import { pushRevocation } from '../../src/auth/revoke.js';
 import { eventually } from '../helpers/eventually.js';
 import { startSecureCluster } from '../helpers/secure-nats.js';
@@ -54,22 +51,9 @@ describe('a secure cluster', () => {
   });
 
   it('a revocation pushed through one node cuts the worker off on another', async () => {
-    const key = createUser();
-    const jwt = await mintWorkerJwt({
-      workerId: 'wx',
-      publicKey: key.getPublicKey(),
-      signingSeed: secure.credentials.workerSigning.seed,
-      accountPublicKey: secure.credentials.workersAccount.publicKey,
-      ttlMs: 60_000,
-      now: Date.now() - 2_000,
-    });
+    const wx = await secure.mintWorker('wx', { now: Date.now() - 2_000 });
     const asWorker = (): Promise<NatsConnection> =>
-      connect({
-        servers: secure.urls[2]!,
-        reconnect: false,
-        authenticator: jwtAuthenticator(jwt, key.getSeed()),
-        inboxPrefix: workerInboxPrefix('wx'),
-      });
+      secure.connectAsWorker(wx, { servers: secure.urls[2]!, reconnect: false });
     const worker = await asWorker();
     conns.push(worker);
     const closed = worker.closed();
@@ -77,7 +61,7 @@ describe('a secure cluster', () => {
       sys: await onNode(0, 'sys'),
       accountPublicKey: secure.credentials.workersAccount.publicKey,
       operatorSigningSeed: secure.credentials.operator.signingSeed,
-      userPublicKey: key.getPublicKey(),
+      userPublicKey: wx.key.getPublicKey(),
       at: Date.now(),
       maxCredentialTtlMs: 60_000,
     });

@@ -4,8 +4,7 @@ import { join } from 'node:path';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import { connect } from '@nats-io/transport-node';
-import type { NatsConnection } from '@nats-io/transport-node';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ErrorCode } from '../../actors/errors.js';
 import { ensureTopology } from '../../streams/provision.js';
 import { DEFAULT_TOPOLOGY_OPTIONS } from '../../streams/topology.js';
@@ -15,22 +14,18 @@ import { RECONCILER_LOCK } from '../../src/backend/reconciler/leader.js';
 import { SMALLEST_RUN_BYTES } from '../../src/backend/storage/store-room.js';
 import { tasksByState } from '../../src/backend/storage/task-counts.js';
 import { SonarClient } from '../../src/client/client.js';
-import { HttpComponent } from '../../src/http/http-component.js';
 import { requestSchemas } from '../../src/protocol.js';
 import type { RunFile } from '../../src/protocol.js';
 import { errorReply, validationErrorOf } from '../../src/backend/api/api-service.js';
 import { isApiError } from '../../src/worker/api-client.js';
+import { backendPerTest } from '../helpers/backend-per-test.js';
 import { eventually } from '../helpers/eventually.js';
 import { runSonar } from '../helpers/sonar-process.js';
 import { startNatsServer } from '../helpers/nats-server.js';
-import type { NatsServer } from '../helpers/nats-server.js';
+import { serverPerFile } from '../helpers/server-per-file.js';
+import { tempDirPerFile } from '../helpers/temp-dir-per-file.js';
 import { freshTopology } from '../helpers/topology.js';
-import {
-  eventsOf,
-  killWorkers,
-  spawnShellWorker,
-  startTestBackend,
-} from '../helpers/worker-fixtures.js';
+import { eventsOf, spawnShellWorker, startTestBackend } from '../helpers/worker-fixtures.js';
 import type { WorkerProcess } from '../helpers/worker-fixtures.js';
 import type { TestBackend } from '../helpers/test-backend.js';
 
@@ -44,31 +39,18 @@ const MiB = 1024 * 1024;
 const EVENTS_MAX_BYTES = 3 * MiB;
 const INPUT = 'x'.repeat(100_000);
 
-let dir: string;
-let server: NatsServer;
-let nc: NatsConnection;
+const dir = tempDirPerFile('sonar-store-full');
+/** The file's server: its whole store is 24 MB. */
+const nats = serverPerFile({
+  async start() {
+    const config = join(dir(), 'server.conf');
+    await writeFile(config, `jetstream { store_dir: "${dir()}/js", max_file_store: 24MB }\n`);
+    return startNatsServer({ config, storeDir: join(dir(), 'js') });
+  },
+});
+const backend = backendPerTest(nats);
+/** The running test's backend (backendPerTest stops it, and kills its workers, after the test). */
 let tb: TestBackend | undefined;
-let http: HttpComponent | undefined;
-
-beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'sonar-store-full-'));
-  const config = join(dir, 'server.conf');
-  await writeFile(config, `jetstream { store_dir: "${dir}/js", max_file_store: 24MB }\n`);
-  server = await startNatsServer({ config, storeDir: join(dir, 'js') });
-  nc = await connect({ servers: server.url });
-});
-afterEach(async () => {
-  await killWorkers();
-  await http?.stop();
-  http = undefined;
-  await tb?.stop();
-  tb = undefined;
-});
-afterAll(async () => {
-  await nc?.close();
-  await server?.stop();
-  await rm(dir, { recursive: true, force: true });
-});
 
 /** `count` tasks on `tag`, each with `input`. */
 function runOf(runId: string, tag: string, count: number, input: unknown = INPUT): RunFile {
@@ -93,7 +75,7 @@ async function sonar(
 }
 
 async function get(path: string): Promise<{ status: number; text: string }> {
-  const res = await fetch(`${http!.server.url}${path}`);
+  const res = await fetch(`${tb!.url}${path}`);
   return { status: res.status, text: await res.text() };
 }
 
@@ -119,16 +101,19 @@ const topologyOf = (t: TestBackend, eventsMaxBytes: number): TopologyOptions => 
 
 describe('a full event log', () => {
   it('refuses new work whole and clearly while running tasks finish; the fleet and the leader stay; new runs go through once there is room', async () => {
-    tb = await startTestBackend(
-      server.url,
-      nc,
-      { SONAR_EVENTS_MAX_BYTES: String(EVENTS_MAX_BYTES), SONAR_TICK: '200ms' },
+    // Its HTTP server serves only the probes and /metrics (SONAR_DASHBOARD off).
+    tb = await backend.start(
+      {
+        SONAR_EVENTS_MAX_BYTES: String(EVENTS_MAX_BYTES),
+        SONAR_TICK: '200ms',
+        SONAR_HTTP_PORT: '0',
+        SONAR_DASHBOARD: 'off',
+      },
       { reconciler: true },
     );
     const { ctx } = tb;
+    const { nc } = nats;
     const p = () => ctx.loop.projection;
-    http = new HttpComponent(ctx, 0);
-    await http.start();
     const workers: WorkerProcess[] = [];
     for (let i = 0; i < 2; i++) {
       workers.push(spawnShellWorker(tb.env, 2, 'cat >/dev/null; sleep 1; echo ok'));
@@ -165,7 +150,7 @@ describe('a full event log', () => {
     expect(await writtenOf(refused)).toBe(0);
 
     // The CLI says the same in one line and exits 1; still nothing written.
-    const file = join(dir, 'cli.json');
+    const file = join(dir(), 'cli.json');
     await writeFile(file, JSON.stringify(runOf('cli', 'linux', 6)));
     const cli = await sonar('submit', file);
     expect(cli.code).toBe(1);
@@ -238,6 +223,7 @@ describe('a full event log', () => {
 
 describe('the events stream bound', () => {
   it('is never lowered below what the stream holds: nats-server would delete the oldest events', async () => {
+    const { nc } = nats;
     const n = await freshTopology(nc);
     const jsm = await jetstreamManager(nc);
     const js = jsm.jetstream();
@@ -266,6 +252,7 @@ describe('the events stream bound', () => {
 
 describe('a client against a backend older than submit.begin `bytes`', () => {
   it('asks again without the field when the backend refuses it as unknown', async () => {
+    const { nc } = nats;
     const n = await freshTopology(nc);
     // The older backend's schema: `submit.begin` without `bytes`, strict as every request is.
     const older = requestSchemas['submit.begin'].omit({ bytes: true });
@@ -343,9 +330,7 @@ describe('SONAR_EVENTS_MAX_BYTES', () => {
   });
 
   it('a bound the server cannot reserve stops the backend with the setting named', async () => {
-    const err = await startTestBackend(server.url, nc, { SONAR_EVENTS_MAX_BYTES: '100MiB' }).catch(
-      (e: unknown) => e,
-    );
+    const err = await backend.start({ SONAR_EVENTS_MAX_BYTES: '100MiB' }).catch((e: unknown) => e);
     expect((err as Error).message).toMatch(
       /^SONAR_EVENTS_MAX_BYTES \(100 MiB\) is more than the JetStream store can reserve/,
     );

@@ -15,7 +15,8 @@ const chaos = worldOnCluster(3);
 
 describe('long chaos: a 3-node cluster, SONAR_REPLICAS=3, the streams leader SIGKILLed mid-run', () => {
   it('fails over to a new leader, the node rejoins, and nothing acknowledged is lost', async () => {
-    const w = await chaos.world({
+    // Supervised workers, as Kubernetes would: one the backend fences off exits and is replaced.
+    const w = await chaos.running(chaosRun('kill-node', TASKS), {
       // A stream leader election takes seconds, and pulses fail meanwhile: a pulse TTL
       // shorter than that would have every worker declared lost (as 1.5 s did). 5 s is still
       // a third of the default 15 s.
@@ -25,13 +26,9 @@ describe('long chaos: a 3-node cluster, SONAR_REPLICAS=3, the streams leader SIG
         SONAR_PULSE_TTL: '5s',
         SONAR_ORPHAN_AGE: '5s',
       },
+      backends: 2,
+      workers: 6,
     });
-    // One at a time: the first provisions the topology (see the README on concurrent starts).
-    await w.startBackend();
-    await w.startBackend();
-    // Supervised, as Kubernetes would: a worker the backend fences off exits and is replaced.
-    await w.startSupervisedWorkers(6);
-    await w.submit(chaosRun('kill-node', TASKS));
     await w.waitFinalized(TASKS * 0.3);
 
     const jsm = await jetstreamManager(w.nc);

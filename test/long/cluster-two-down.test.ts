@@ -21,21 +21,21 @@ const chaos = worldOnCluster(3);
 
 describe('long chaos: a 3-node cluster, SONAR_REPLICAS=3, 2 nodes SIGKILLed and down 60 s', () => {
   it('JetStream waits for its quorum, then the run completes with nothing lost', async () => {
-    const w = await chaos.world({
+    // The long tasks outlast the outage.
+    const run = sleepyRun(RUN, {
+      long: LONG,
+      longS: DOWN_MS / 1_000 + 10,
+      short: SHORT,
+      shortS: 0.5,
+    });
+    const w = await chaos.running(run, {
       // As in cluster-leader.test.ts: elections take seconds, a 3 s pulse TTL is too short.
       env: { SONAR_REPLICAS: '3', SONAR_PULSE_TTL: '5s', SONAR_ORPHAN_AGE: '5s' },
+      backends: 2,
+      workers: 6,
+      slots: 4,
+      command: SLEEP_COMMAND,
     });
-    await w.startBackend();
-    await w.startBackend();
-    await w.waitWorkersLive(
-      Array.from({ length: 6 }, () =>
-        w.startWorker({ supervise: true, slots: 4, command: SLEEP_COMMAND }),
-      ),
-    );
-    // The long tasks outlast the outage.
-    await w.submit(
-      sleepyRun(RUN, { long: LONG, longS: DOWN_MS / 1_000 + 10, short: SHORT, shortS: 0.5 }),
-    );
     await waitStarted(w, RUN, longIds(LONG));
     await w.waitFinalized(SHORT * 0.2);
 

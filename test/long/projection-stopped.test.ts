@@ -32,11 +32,7 @@ describe('long chaos: the leader projection loop stops on its own, with a standb
       message: 'the faulty backend leads',
     });
     const standby = await w.startBackend({ SONAR_HTTP_PORT: String(standbyPort) });
-    await w.waitWorkersLive(
-      Array.from({ length: 6 }, () =>
-        w.startWorker({ supervise: true, slots: 4, command: SLEEP_COMMAND }),
-      ),
-    );
+    await w.startSupervisedWorkers(6, { slots: 4, command: SLEEP_COMMAND });
     await w.submit(sleepyRun(RUN, { long: LONG, longS: 20, short: SHORT, shortS: 0.3 }));
     await waitStarted(w, RUN, longIds(LONG));
     await w.waitFinalized(SHORT * 0.3);

@@ -1,12 +1,9 @@
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
-import { createUser } from '@nats-io/nkeys';
-import { connect, jwtAuthenticator } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterEach, describe, expect, it } from 'vitest';
 import { EventStore } from '../../streams/event-store.js';
-import { names, workerInboxPrefix } from '../../streams/names.js';
-import { mintWorkerJwt } from '../../src/auth/mint.js';
+import { names } from '../../streams/names.js';
 import { ProjectionLoop } from '../../src/backend/projection/projection-loop.js';
 import { SonarClient } from '../../src/client/client.js';
 import { silentLogger } from '../../src/log.js';
@@ -210,20 +207,7 @@ describe('recovery with real processes', () => {
     // would send it: on wa's own subject, over a connection whose credential is minted for
     // the id `wa` by the worker signing key (what the dead worker held; its seed died with it).
     const before = events.length;
-    const key = createUser();
-    const jwt = await mintWorkerJwt({
-      workerId: 'wa',
-      publicKey: key.getPublicKey(),
-      signingSeed: s.credentials.workerSigning.seed,
-      accountPublicKey: s.credentials.workersAccount.publicKey,
-      ttlMs: 60_000,
-      now: Date.now(),
-    });
-    const asWa = await connect({
-      servers: s.server.url,
-      authenticator: jwtAuthenticator(jwt, key.getSeed()),
-      inboxPrefix: workerInboxPrefix('wa'),
-    });
+    const asWa = await s.connectAsWorker(await s.mintWorker('wa'));
     conns.push(asWa);
     const reply = await asWa.request(
       ctx.names.subjects.workerApi('wa', 'result'),

@@ -53,11 +53,11 @@ export async function serverOutage(s: OutageScenario): Promise<void> {
     },
   });
   const backend = await w.startBackend({ SONAR_HTTP_PORT: String(httpPort) });
-  const originals = Array.from({ length: WORKERS }, () =>
-    // Supervised: a worker that exited on its own would be reported and replaced, and show.
-    w.startWorker({ supervise: true, slots: SLOTS, command: SLEEP_COMMAND }),
-  );
-  await w.waitWorkersLive(originals);
+  // Supervised: a worker that exited on its own would be reported and replaced, and show.
+  const originals = await w.startSupervisedWorkers(WORKERS, {
+    slots: SLOTS,
+    command: SLEEP_COMMAND,
+  });
   // The long tasks outlast the outage by 10 s.
   const longS = s.downMs / 1_000 + 10;
   const runId = s.name;

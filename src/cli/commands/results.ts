@@ -1,6 +1,8 @@
 import type { Command } from 'commander';
 import { ErrorCode, SonarError } from '../../../actors/errors.js';
 import { assertId } from '../../../actors/ids.js';
+import { taskResultOf } from '../../client/client.js';
+import type { TaskResult } from '../../client/client.js';
 import { createOutputStore } from '../../storage/create-output-store.js';
 import { KvResultsSink, resultKeyOf } from '../../storage/results-sink.js';
 import type { StoredResult } from '../../storage/results-sink.js';
@@ -14,15 +16,11 @@ interface ResultsFlags extends ConnectionFlags {
   json?: boolean;
 }
 
-/** A result as `--json` prints it: the record, and the output when it is at hand. */
-export interface ResultView {
-  taskId: string;
-  stepId: string;
-  attemptId: string;
-  kind: 'json' | 'bytes';
-  bytes: number;
-  finalizedAt: string;
-  outputRef: string;
+/**
+ * A result as `--json` prints it: the SDK's {@link TaskResult} (what `SonarClient.results()`
+ * gives), and the output when it is at hand.
+ */
+export interface ResultView extends TaskResult {
   /** A `json` step's output, parsed. */
   json?: unknown;
   /** A `bytes` step's output, base64. */
@@ -32,15 +30,7 @@ export interface ResultView {
 const decoder = new TextDecoder();
 
 function viewOf(r: StoredResult, output: Uint8Array | null): ResultView {
-  const view: ResultView = {
-    taskId: r.taskId,
-    stepId: r.stepId,
-    attemptId: r.attemptId,
-    kind: r.kind,
-    bytes: r.bytes,
-    finalizedAt: r.finalizedAt,
-    outputRef: r.outputRef,
-  };
+  const view: ResultView = taskResultOf(r);
   if (output === null) return view;
   if (r.kind === 'json') view.json = JSON.parse(decoder.decode(output)) as unknown;
   else view.base64 = Buffer.from(output).toString('base64');
