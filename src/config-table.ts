@@ -24,9 +24,13 @@ import { parseCommandPolicy } from './worker/command-policy.js';
 /** The processes a setting matters to. `cli`: the one-shot verbs and the client SDK. */
 export type SettingUser = 'backend' | 'worker' | 'cli';
 
-interface RowBase<T> {
+/**
+ * `F` is the field's name as a literal type, so that a type over the table can tell the
+ * rows' fields apart: each row names its field and, through its parser, the field's type.
+ */
+interface RowBase<T, F extends string> {
   /** The {@link SonarConfig} field (`s3.bucket`: a field of `s3`). */
-  field: string;
+  field: F;
   parse: Parser<T>;
   /** What it does, in a few words: the `--help` text and the reference's description. */
   doc: string;
@@ -39,37 +43,37 @@ interface RowBase<T> {
 }
 
 /** A setting with a default: its parsed value is always there. */
-export interface DefaultedRow<T> extends RowBase<T> {
+export interface DefaultedRow<T, F extends string = string> extends RowBase<T, F> {
   default: string;
 }
 
 /** A setting without a default: unset means off, or nothing given. */
-export interface OptionalRow<T> extends RowBase<T> {
+export interface OptionalRow<T, F extends string = string> extends RowBase<T, F> {
   default?: undefined;
 }
 
-export type SettingRow<T> = DefaultedRow<T> | OptionalRow<T>;
+export type SettingRow<T, F extends string = string> = DefaultedRow<T, F> | OptionalRow<T, F>;
 
 const ALL: readonly SettingUser[] = ['backend', 'worker', 'cli'];
 const BACKEND: readonly SettingUser[] = ['backend'];
 const WORKER: readonly SettingUser[] = ['worker'];
 
-const defaulted = <T>(
-  field: string,
+const defaulted = <F extends string, T>(
+  field: F,
   value: string,
   parse: Parser<T>,
   doc: string,
   usedBy: readonly SettingUser[],
   detail?: string,
-): DefaultedRow<T> => ({ field, default: value, parse, doc, usedBy, detail });
+): DefaultedRow<T, F> => ({ field, default: value, parse, doc, usedBy, detail });
 
-const optional = <T>(
-  field: string,
+const optional = <F extends string, T>(
+  field: F,
   parse: Parser<T>,
   doc: string,
   usedBy: readonly SettingUser[],
   detail?: string,
-): OptionalRow<T> => ({ field, parse, doc, usedBy, detail });
+): OptionalRow<T, F> => ({ field, parse, doc, usedBy, detail });
 
 export const SETTINGS = {
   SONAR_NATS_URL: defaulted(
