@@ -1,8 +1,8 @@
 /**
  * Every `SONAR_*` setting, one row each (DESIGN.md section 9, in its order): its variable, its
  * field in {@link SonarConfig}, its default, its parser, what it does and which processes
- * read it. Environment parsing, CLI flags, `--help` text and docs/configuration.md are all
- * derived from this table.
+ * read it. The {@link SonarConfig} type, environment parsing, CLI flags, `--help` text and
+ * docs/configuration.md are all derived from this table.
  */
 import {
   duration,
@@ -25,8 +25,8 @@ import { parseCommandPolicy } from './worker/command-policy.js';
 export type SettingUser = 'backend' | 'worker' | 'cli';
 
 /**
- * `F` is the field's name as a literal type, so that a type over the table can tell the
- * rows' fields apart: each row names its field and, through its parser, the field's type.
+ * `F` is the field's name as a literal type, so that {@link SonarConfig} can be derived from
+ * the table: each row names its field and, through its parser, the field's type.
  */
 interface RowBase<T, F extends string> {
   /** The {@link SonarConfig} field (`s3.bucket`: a field of `s3`). */
