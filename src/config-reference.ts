@@ -8,14 +8,22 @@ const cell = (text: string): string => text.replaceAll('|', '\\|');
 
 /**
  * docs/configuration.md, rendered from the settings table: one row per variable with its
- * field, default, the processes that read it and what it does. A test keeps the file equal to
- * this rendering.
+ * field, default, the processes that read it and what it does, then a section for each
+ * variable with a `detail`, which its row links to. A test keeps the file equal to this
+ * rendering.
  */
 export function renderConfigReference(): string {
-  const rows = (Object.keys(SETTINGS) as ConfigVariable[]).map((v) => {
+  const variables = Object.keys(SETTINGS) as ConfigVariable[];
+  const rows = variables.map((v) => {
     const row = SETTINGS[v];
     const fallback = row.default === undefined ? 'unset' : `\`${row.default}\``;
-    return `| \`${v}\` | \`${row.field}\` | ${cell(fallback)} | ${row.usedBy.join(', ')} | ${cell(row.doc)} |`;
+    // GitHub's anchor of the heading `SONAR_X` (in code) is `sonar_x`.
+    const name = row.detail === undefined ? `\`${v}\`` : `[\`${v}\`](#${v.toLowerCase()})`;
+    return `| ${name} | \`${row.field}\` | ${cell(fallback)} | ${row.usedBy.join(', ')} | ${cell(row.doc)} |`;
+  });
+  const details = variables.flatMap((v) => {
+    const { detail } = SETTINGS[v];
+    return detail === undefined ? [] : [`### \`${v}\``, '', detail, ''];
   });
   return [
     '# Configuration reference',
@@ -24,11 +32,15 @@ export function renderConfigReference(): string {
     'Each `SONAR_*` variable is also a flag of `sonar backend` (`SONAR_PULSE_INTERVAL` is',
     '`--pulse-interval`), and a field of the `loadConfig()` result. Durations take `ms`, `s`,',
     '`m`, `h` or `d` (`5s`); sizes take `KiB`, `MiB` or `GiB` (`64MiB`). An empty value is unset.',
-    '`cli` is the one-shot verbs and the client SDK.',
+    '`cli` is the one-shot verbs and the client SDK. A linked variable has more under',
+    '[Details](#details).',
     '',
     '| variable | field | default | read by | what it does |',
     '| --- | --- | --- | --- | --- |',
     ...rows,
     '',
+    '## Details',
+    '',
+    ...details,
   ].join('\n');
 }

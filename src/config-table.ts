@@ -1,8 +1,8 @@
 /**
  * Every `SONAR_*` setting, one row each (DESIGN.md section 9, in its order): its variable, its
  * field in {@link SonarConfig}, its default, its parser, what it does and which processes
- * read it. Environment parsing, CLI flags, `--help` text and docs/configuration.md are all
- * derived from this table.
+ * read it. The {@link SonarConfig} type, environment parsing, CLI flags, `--help` text and
+ * docs/configuration.md are all derived from this table.
  */
 import {
   duration,
@@ -24,45 +24,56 @@ import { parseCommandPolicy } from './worker/command-policy.js';
 /** The processes a setting matters to. `cli`: the one-shot verbs and the client SDK. */
 export type SettingUser = 'backend' | 'worker' | 'cli';
 
-interface RowBase<T> {
+/**
+ * `F` is the field's name as a literal type, so that {@link SonarConfig} can be derived from
+ * the table: each row names its field and, through its parser, the field's type.
+ */
+interface RowBase<T, F extends string> {
   /** The {@link SonarConfig} field (`s3.bucket`: a field of `s3`). */
-  field: string;
+  field: F;
   parse: Parser<T>;
   /** What it does, in a few words: the `--help` text and the reference's description. */
   doc: string;
+  /**
+   * What the few words leave out: units, the default's reason, interactions with other
+   * settings. docs/configuration.md gives it below the table; `--help` stays one line.
+   */
+  detail?: string;
   usedBy: readonly SettingUser[];
 }
 
 /** A setting with a default: its parsed value is always there. */
-export interface DefaultedRow<T> extends RowBase<T> {
+export interface DefaultedRow<T, F extends string = string> extends RowBase<T, F> {
   default: string;
 }
 
 /** A setting without a default: unset means off, or nothing given. */
-export interface OptionalRow<T> extends RowBase<T> {
+export interface OptionalRow<T, F extends string = string> extends RowBase<T, F> {
   default?: undefined;
 }
 
-export type SettingRow<T> = DefaultedRow<T> | OptionalRow<T>;
+export type SettingRow<T, F extends string = string> = DefaultedRow<T, F> | OptionalRow<T, F>;
 
 const ALL: readonly SettingUser[] = ['backend', 'worker', 'cli'];
 const BACKEND: readonly SettingUser[] = ['backend'];
 const WORKER: readonly SettingUser[] = ['worker'];
 
-const defaulted = <T>(
-  field: string,
+const defaulted = <F extends string, T>(
+  field: F,
   value: string,
   parse: Parser<T>,
   doc: string,
   usedBy: readonly SettingUser[],
-): DefaultedRow<T> => ({ field, default: value, parse, doc, usedBy });
+  detail?: string,
+): DefaultedRow<T, F> => ({ field, default: value, parse, doc, usedBy, detail });
 
-const optional = <T>(
-  field: string,
+const optional = <F extends string, T>(
+  field: F,
   parse: Parser<T>,
   doc: string,
   usedBy: readonly SettingUser[],
-): OptionalRow<T> => ({ field, parse, doc, usedBy });
+  detail?: string,
+): OptionalRow<T, F> => ({ field, parse, doc, usedBy, detail });
 
 export const SETTINGS = {
   SONAR_NATS_URL: defaulted(
@@ -71,6 +82,7 @@ export const SETTINGS = {
     natsUrl,
     'NATS server(s), comma-separated',
     ALL,
+    'The default is where `sonar dev` listens.',
   ),
   SONAR_NATS_CREDS: optional('natsCreds', text, 'NATS creds file', ALL),
   SONAR_NATS_USER: optional('natsUser', text, 'NATS user (with --nats-password)', ALL),
@@ -80,31 +92,42 @@ export const SETTINGS = {
     text,
     'CA bundle to verify the NATS server (requires TLS)',
     ALL,
+    'A path. Set, or with a `tls://` URL in `SONAR_NATS_URL`, the connection requires TLS.',
   ),
   SONAR_NATS_TLS_CERT: optional(
     'natsTlsCert',
     text,
     'client certificate for mutual TLS (with --nats-tls-key)',
     ALL,
+    'A path, for a server that requires mutual TLS. Set both it and `SONAR_NATS_TLS_KEY`, or neither.',
   ),
-  SONAR_NATS_TLS_KEY: optional('natsTlsKey', text, 'private key of the client certificate', ALL),
+  SONAR_NATS_TLS_KEY: optional(
+    'natsTlsKey',
+    text,
+    'private key of the client certificate',
+    ALL,
+    'A path; set with `SONAR_NATS_TLS_CERT` (both or neither).',
+  ),
   SONAR_NATS_INBOX_PREFIX: optional(
     'natsInboxPrefix',
     text,
     "where this process's NATS replies arrive (a role's creds file sets _INBOX_R.<role>)",
     ALL,
+    "A credential made by `sonar creds init` may subscribe only under its role's prefix (`_INBOX_R.<role>`), so a holder of a shared credential of another role cannot read this process's replies. Unset: `_INBOX`, nats.js's own.",
   ),
   SONAR_WORKER_SIGNING_KEY: optional(
     'workerSigningKey',
     text,
     "seed of the workers' scoped signing key: set, the backend runs in secure mode",
     BACKEND,
+    "A path. Set, `enroll` mints each worker a credential of its own, and worker verbs are served on each worker's own subject only. Unset: open mode.",
   ),
   SONAR_WORKER_ACCOUNT_JWT: optional(
     'workerAccountJwt',
     text,
     "JWT of the workers' account that worker credentials are minted into",
     BACKEND,
+    "Secure mode: a path, `workers-account.jwt` of `sonar creds init`. It is the account whose scoped signing key `SONAR_WORKER_SIGNING_KEY` is, in which worker credentials are minted and revoked. Unset, workers are minted into the backend's own account, as credentials made before the workers' account existed expect; that is weaker (docs/threat-model.md).",
   ),
   SONAR_WORKER_CREDENTIAL_TTL: defaulted(
     'workerCredentialTtlMs',
@@ -118,6 +141,7 @@ export const SETTINGS = {
     text,
     'operator signing key seed, to push revocations into the account JWT',
     BACKEND,
+    "A path. With `SONAR_NATS_SYS_CREDS`, `revoke` disconnects the worker at once by pushing the account with the revocation; without, the worker's credential lapses at its expiry.",
   ),
   SONAR_NATS_SYS_CREDS: optional(
     'natsSysCreds',
@@ -131,8 +155,16 @@ export const SETTINGS = {
     prefix,
     'renames every subject, stream and bucket',
     ALL,
+    'Lowercase letters, digits, `_` and `-`, starting with a letter, at most 31 characters (DESIGN.md section 2).',
   ),
-  SONAR_TICK: defaulted('tickMs', '2s', duration(1), 'reconcile tick', BACKEND),
+  SONAR_TICK: defaulted(
+    'tickMs',
+    '2s',
+    duration(1),
+    'reconcile tick',
+    BACKEND,
+    "How often the reconciler's leader reconciles; `SONAR_LOCK_TTL` must be more.",
+  ),
   SONAR_PUBLISH_TIMEOUT: defaulted(
     'publishTimeoutMs',
     '10m',
@@ -146,6 +178,7 @@ export const SETTINGS = {
     duration(1),
     'a running task whose worker is gone is requeued after this',
     BACKEND,
+    'The task is requeued once it has run this long on a worker that is no longer live.',
   ),
   SONAR_PULSE_INTERVAL: defaulted(
     'pulseIntervalMs',
@@ -153,6 +186,7 @@ export const SETTINGS = {
     duration(1),
     'worker pulse interval (workers learn it from join)',
     BACKEND,
+    'How often a worker puts its registry entry; `SONAR_PULSE_TTL` must be more.',
   ),
   SONAR_PULSE_TTL: defaulted(
     'pulseTtlMs',
@@ -160,6 +194,7 @@ export const SETTINGS = {
     duration(1),
     'registry TTL: a worker silent this long is gone',
     BACKEND,
+    "The registry bucket's TTL. It must be more than `SONAR_PULSE_INTERVAL`, or workers would look gone between two pulses; the default is 3 pulses.",
   ),
   SONAR_RECOVERY_LIMIT: defaulted(
     'recoveryLimit',
@@ -181,6 +216,7 @@ export const SETTINGS = {
     positiveNumber,
     'capacity = floor(multiplier x slots)',
     BACKEND,
+    'May be fractional.',
   ),
   SONAR_DISPATCH_BATCH: defaulted(
     'dispatchBatch',
@@ -216,6 +252,7 @@ export const SETTINGS = {
     duration(0),
     'how long a draining worker lets tasks finish',
     WORKER,
+    "The default stays under Kubernetes' default termination grace of 30 s.",
   ),
   SONAR_SPOT_MARGIN: defaulted(
     'spotMarginMs',
@@ -230,6 +267,7 @@ export const SETTINGS = {
     (raw) => parseCommandPolicy(String(raw)),
     'task commands a worker runs: any, none, or an allow-list',
     WORKER,
+    "`any`; `none` (only the worker's own handler or `-- CMD`); or a comma-separated allow-list of absolute paths or names that a task's `command[0]` must equal exactly. A refused task fails for good. The default, `any`, is what workers did before the setting (docs/operations.md, Configuration).",
   ),
   SONAR_MAX_OUTPUT: defaulted('maxOutputBytes', '64MiB', size, 'largest task output', [
     'backend',
@@ -245,6 +283,7 @@ export const SETTINGS = {
     integer(1),
     'a submit past this many open (unsettled) tasks is refused',
     BACKEND,
+    'Open tasks are those not yet settled: Pending, Published, Running, Finalizing. A submit that would take them over this many is refused with `overloaded`. Every backend holds every task in memory, with its input: the default suits a backend with 1 GiB of memory and inputs of a few KiB (docs/operations.md, Configuration).',
   ),
   SONAR_LOCK_TTL: defaulted(
     'lockTtlMs',
@@ -259,6 +298,7 @@ export const SETTINGS = {
     integer(1, 5),
     'replicas of every stream and bucket',
     BACKEND,
+    '1 to 5; 3 on a cluster.',
   ),
   SONAR_EVENTS_MAX_BYTES: defaulted(
     'eventsMaxBytes',
@@ -266,6 +306,7 @@ export const SETTINGS = {
     sizeOrAuto,
     'byte bound of the events stream; new work is refused near it',
     BACKEND,
+    "New work is refused before the bound is reached (error `store_full`), so the registry, the leader lock and the tasks already running keep room. `auto`: half the account's JetStream storage limit when it has one, else no bound.",
   ),
   SONAR_STAGING_MAX_BYTES: defaulted(
     'stagingMaxBytes',
@@ -273,26 +314,36 @@ export const SETTINGS = {
     size,
     'byte bound of the stream where secure-mode workers stage outputs',
     BACKEND,
+    "Workers in secure mode stage outputs over the inline limit there until their `result` moves them into the object store. A full staging stream refuses new uploads (the task fails and is retried), never evicts. It is counted in chunks of 128 KiB, so nothing is reserved from the server's `max_file_store`.",
   ),
   SONAR_HTTP_PORT: optional(
     'httpPort',
     port,
     'serve /metrics /healthz /readyz and the dashboard here; 0 = any free port',
     BACKEND,
+    "The dashboard's API is served there too. Unset: no HTTP server.",
   ),
   SONAR_HTTP_HOST: optional(
     'httpHost',
     text,
     'address the HTTP server binds (not loopback: needs SONAR_HTTP_TOKEN)',
     BACKEND,
+    'Unset: `127.0.0.1`. `0.0.0.0` opens it to the network (a Kubernetes probe, a remote Prometheus); a backend whose dashboard would be open beyond loopback without `SONAR_HTTP_TOKEN` refuses to start, unless `SONAR_DASHBOARD=off`.',
   ),
-  SONAR_HTTP_TOKEN: optional('httpToken', text, 'token the dashboard requires', BACKEND),
+  SONAR_HTTP_TOKEN: optional(
+    'httpToken',
+    text,
+    'token the dashboard requires',
+    BACKEND,
+    "Set, every request to the HTTP port (the dashboard, its API and SSE) needs it, as `Authorization: Bearer <token>` or the dashboard's login cookie.",
+  ),
   SONAR_DASHBOARD: defaulted(
     'dashboard',
     'on',
     flag,
     'off: serve only /metrics /healthz /readyz',
     BACKEND,
+    '`off` is the probes-only mode, safe on any address without a token; every other path is 404.',
   ),
   SONAR_SESSION_TTL: defaulted(
     'sessionTtlMs',
@@ -300,6 +351,7 @@ export const SETTINGS = {
     duration(1),
     'how long a dashboard login lasts',
     BACKEND,
+    'Sessions live in the `sonar_sessions` bucket, whose TTL this is, so every backend honours it and a logout.',
   ),
   SONAR_HTTP_SECURE_COOKIE: defaulted(
     'httpSecureCookie',
@@ -307,6 +359,7 @@ export const SETTINGS = {
     flagOrAuto,
     'Secure session cookie: auto (behind TLS), true or false',
     BACKEND,
+    '`auto`: `Secure` when the login arrived over TLS or with `X-Forwarded-Proto: https` (a TLS-terminating proxy).',
   ),
   SONAR_HTTP_TRUSTED_PROXIES: defaulted(
     'httpTrustedProxies',
@@ -314,6 +367,7 @@ export const SETTINGS = {
     integer(0, 16),
     'proxies appending to X-Forwarded-For in front of the HTTP port',
     BACKEND,
+    "The client address (for the failed-login limits) is that many entries from the right of `X-Forwarded-For`. 0: the socket's peer address, and the header is ignored.",
   ),
   SONAR_RETENTION: defaulted(
     'retentionMs',
@@ -321,6 +375,7 @@ export const SETTINGS = {
     duration(1),
     'runs finished longer ago are purged',
     BACKEND,
+    "A run's events, results and outputs are purged.",
   ),
   SONAR_FULL_SWEEP: defaulted(
     'fullSweepMs',
@@ -335,6 +390,7 @@ export const SETTINGS = {
     duration(1),
     'how long a stop waits for each part before leaving it running',
     ['backend', 'worker'],
+    "The parts: the reconciler, the finalizers, the sweeper, the API, a worker's tasks after release. A part still running then is left behind and the process exits; a finalization job in hand comes back after its lease.",
   ),
   SONAR_IMDS_URL: defaulted(
     'imdsUrl',
@@ -348,6 +404,7 @@ export const SETTINGS = {
     httpUrl,
     'S3/MinIO endpoint for outputs (all four SONAR_S3_* or none)',
     ALL,
+    'An http(s) URL, e.g. `https://s3.eu-west-1.amazonaws.com`. Unset, outputs go to the `sonar_outputs` object store.',
   ),
   SONAR_S3_BUCKET: optional('s3.bucket', text, 'S3 bucket for outputs', ALL),
   SONAR_S3_ACCESS_KEY: optional('s3.accessKey', text, 'S3 access key', ALL),
@@ -357,6 +414,7 @@ export const SETTINGS = {
     flag,
     'start even when the snapshot that purged runs live in is lost',
     BACKEND,
+    'Runs whose events retention purged live only in the projection snapshot: with the snapshot unusable they are lost, and what is left of the events stream is replayed. Unset, such a backend refuses to start.',
   ),
 } as const;
 

@@ -14,307 +14,38 @@ import { SETTINGS } from './config-table.js';
 import type { ConfigVariable, DefaultedRow, ParsedSetting, SettingRow } from './config-table.js';
 import type { Parser, Raw } from './config-parsers.js';
 import { formatDuration } from './duration.js';
-import type { CommandPolicy } from './worker/command-policy.js';
 
-/** Where outputs go when `SONAR_S3_*` is set (otherwise the `sonar_outputs` object store). */
-export interface S3Config {
-  /** `SONAR_S3_ENDPOINT`: an http(s) URL, e.g. `https://s3.eu-west-1.amazonaws.com`. */
-  endpoint: string;
-  /** `SONAR_S3_BUCKET`. */
-  bucket: string;
-  /** `SONAR_S3_ACCESS_KEY`. */
-  accessKey: string;
-  /** `SONAR_S3_SECRET_KEY`. */
-  secretKey: string;
-}
+/** A row of the settings table, of any variable. */
+type Row = (typeof SETTINGS)[ConfigVariable];
 
-/** The resolved configuration: durations in ms, sizes in bytes. */
-export interface SonarConfig {
-  /**
-   * `SONAR_NATS_URL`: the NATS server(s), comma-separated.
-   * @defaultValue `nats://127.0.0.1:4222` (where `sonar dev` listens by default)
-   */
-  natsUrl: string;
-  /**
-   * `SONAR_NATS_CREDS`: path of a NATS creds file.
-   * @defaultValue unset
-   */
-  natsCreds?: string;
-  /**
-   * `SONAR_NATS_USER`: user name, with {@link SonarConfig.natsPassword}.
-   * @defaultValue unset
-   */
-  natsUser?: string;
-  /**
-   * `SONAR_NATS_PASSWORD`.
-   * @defaultValue unset
-   */
-  natsPassword?: string;
-  /**
-   * `SONAR_NATS_TLS_CA`: path of a CA bundle to verify the server with. Set, or a `tls://`
-   * URL, the connection requires TLS.
-   * @defaultValue unset
-   */
-  natsTlsCa?: string;
-  /**
-   * `SONAR_NATS_TLS_CERT`: path of a client certificate, for a server that requires mutual
-   * TLS; with {@link SonarConfig.natsTlsKey} (both or neither).
-   * @defaultValue unset
-   */
-  natsTlsCert?: string;
-  /**
-   * `SONAR_NATS_TLS_KEY`: path of the client certificate's private key.
-   * @defaultValue unset
-   */
-  natsTlsKey?: string;
-  /**
-   * `SONAR_NATS_INBOX_PREFIX`: where this process's NATS replies arrive. A credential made
-   * by `sonar creds init` may subscribe only under its role's prefix (`_INBOX_R.<role>`), so
-   * another holder of a shared credential of another role cannot read its replies.
-   * @defaultValue `_INBOX` (nats.js's own)
-   */
-  natsInboxPrefix?: string;
-  /**
-   * `SONAR_WORKER_SIGNING_KEY` (backend): path of the seed of the account's scoped signing
-   * key for workers. Set, the backend runs in secure mode: `enroll` mints each worker a
-   * credential of its own, and worker verbs are served on each worker's own subject only.
-   * @defaultValue unset (open mode)
-   */
-  workerSigningKey?: string;
-  /**
-   * `SONAR_WORKER_ACCOUNT_JWT` (backend, secure mode): path of the workers' account JWT
-   * (`workers-account.jwt` of `sonar creds init`), the account whose scoped signing key
-   * {@link SonarConfig.workerSigningKey} is and in which workers' credentials are minted and
-   * revoked. Unset, workers are minted into the backend's own account, as credentials made
-   * before the workers' account existed expect (weaker: docs/threat-model.md).
-   * @defaultValue unset
-   */
-  workerAccountJwt?: string;
-  /**
-   * `SONAR_WORKER_CREDENTIAL_TTL` (backend): how long a worker's credential lives; workers
-   * renew it at half its life.
-   * @defaultValue 1h
-   */
-  workerCredentialTtlMs: number;
-  /**
-   * `SONAR_NATS_OPERATOR_SIGNING_KEY` (backend): path of an operator signing key's seed.
-   * With {@link SonarConfig.natsSysCreds}, `revoke` disconnects the worker at once by
-   * pushing the account with the revocation; without, its credential lapses at expiry.
-   * @defaultValue unset
-   */
-  natsOperatorSigningKey?: string;
-  /**
-   * `SONAR_NATS_SYS_CREDS` (backend): creds of a system account user, to push revocations.
-   * @defaultValue unset
-   */
-  natsSysCreds?: string;
-  /**
-   * `SONAR_PREFIX`: renames every subject, stream and bucket (DESIGN.md §2). Lowercase
-   * letters, digits, `_` and `-`, starting with a letter, at most 31 characters.
-   * @defaultValue `sonar`
-   */
-  prefix: string;
-  /**
-   * `SONAR_TICK`: how often the reconciler leader reconciles.
-   * @defaultValue 2s
-   */
-  tickMs: number;
-  /**
-   * `SONAR_PUBLISH_TIMEOUT`: a Published task no worker started within this is requeued.
-   * @defaultValue 10m
-   */
-  publishTimeoutMs: number;
-  /**
-   * `SONAR_ORPHAN_AGE`: a Running task on a worker that is no longer live is requeued once
-   * it has run this long.
-   * @defaultValue 10m
-   */
-  orphanAgeMs: number;
-  /**
-   * `SONAR_PULSE_INTERVAL`: how often a worker puts its registry entry.
-   * @defaultValue 5s
-   */
-  pulseIntervalMs: number;
-  /**
-   * `SONAR_PULSE_TTL`: the registry bucket's TTL; must be more than the pulse interval.
-   * @defaultValue 15s (3 pulses)
-   */
-  pulseTtlMs: number;
-  /**
-   * `SONAR_RECOVERY_LIMIT`: recoveries within the window after which a task goes Dead.
-   * @defaultValue 3
-   */
-  recoveryLimit: number;
-  /**
-   * `SONAR_RECOVERY_WINDOW`: the window recoveries are counted in.
-   * @defaultValue 72h
-   */
-  recoveryWindowMs: number;
-  /**
-   * `SONAR_CAPACITY_MULTIPLIER`: capacity = floor(multiplier × slots); may be fractional.
-   * @defaultValue 1
-   */
-  capacityMultiplier: number;
-  /**
-   * `SONAR_DISPATCH_BATCH`: tasks a step places per turn of the water-fill.
-   * @defaultValue 8
-   */
-  dispatchBatch: number;
-  /**
-   * `SONAR_FINALIZERS`: concurrent finalization jobs per backend.
-   * @defaultValue 4
-   */
-  finalizers: number;
-  /**
-   * `SONAR_FINALIZE_LEASE`: a finalization job's lease (the consumer's ack_wait).
-   * @defaultValue 30s
-   */
-  finalizeLeaseMs: number;
-  /**
-   * `SONAR_FINALIZE_MAX_DELIVER`: deliveries of a finalization job before it is poisoned.
-   * @defaultValue 6
-   */
-  finalizeMaxDeliver: number;
-  /**
-   * `SONAR_DRAIN_GRACE`: how long a draining worker lets running tasks finish.
-   * @defaultValue 20s (under Kubernetes' default 30 s termination grace)
-   */
-  drainGraceMs: number;
-  /**
-   * `SONAR_SPOT_MARGIN`: a worker under a spot notice stops this long before the notice's time.
-   * @defaultValue 10s
-   */
-  spotMarginMs: number;
-  /**
-   * `SONAR_WORKER_COMMANDS`: which task commands a worker runs: `any`, `none` (only its own
-   * handler or `-- CMD`), or a comma-separated allow-list of absolute paths or names that a
-   * task's `command[0]` must equal exactly. A refused task fails for good.
-   * @defaultValue any (what workers did before the setting; see docs/operations.md, Configuration)
-   */
-  workerCommands: CommandPolicy;
-  /**
-   * `SONAR_MAX_OUTPUT`: larger task outputs are refused.
-   * @defaultValue 64MiB
-   */
-  maxOutputBytes: number;
-  /**
-   * `SONAR_MAX_INPUT`: larger task inputs are refused.
-   * @defaultValue 256KiB
-   */
-  maxInputBytes: number;
-  /**
-   * `SONAR_MAX_OPEN_TASKS`: a submit that would take the open tasks (not yet settled: Pending,
-   * Published, Running, Finalizing) over this many is refused with `overloaded`. Every
-   * backend holds every task in memory (about 700 B each, plus its input): the default
-   * suits a backend with 1 GiB of memory and inputs of a few KiB (docs/operations.md, Configuration).
-   * @defaultValue 100000
-   */
-  maxOpenTasks: number;
-  /**
-   * `SONAR_LOCK_TTL`: TTL of the leader lock; must be more than the tick.
-   * @defaultValue 10s
-   */
-  lockTtlMs: number;
-  /**
-   * `SONAR_REPLICAS`: replicas of every stream and bucket (1 to 5; 3 on a cluster).
-   * @defaultValue 1
-   */
-  replicas: number;
-  /**
-   * `SONAR_EVENTS_MAX_BYTES`: the events stream's own byte bound; new work is refused before
-   * it is reached (error `store_full`), so the registry, the leader lock and the tasks already
-   * running keep room. `auto`: half the account's JetStream storage limit when it has one,
-   * else no bound.
-   * @defaultValue auto
-   */
-  eventsMaxBytes: number | 'auto';
-  /**
-   * `SONAR_STAGING_MAX_BYTES`: the byte bound of the stream where workers in secure mode stage
-   * outputs over the inline limit until their `result` moves them into the object store. A
-   * full staging stream refuses new uploads (the task fails and is retried), never evicts.
-   * Counted in chunks of 128 KiB, so nothing is reserved from the server's `max_file_store`.
-   * @defaultValue 1GiB
-   */
-  stagingMaxBytes: number;
-  /**
-   * `SONAR_HTTP_PORT`: one port for `/metrics`, `/healthz`, `/readyz`, the dashboard and its
-   * API; `0` picks a free port.
-   * @defaultValue unset (off)
-   */
-  httpPort?: number;
-  /**
-   * `SONAR_HTTP_HOST`: the address the HTTP server binds; `0.0.0.0` opens it to the network
-   * (a Kubernetes probe, a remote Prometheus).
-   * @defaultValue unset (`127.0.0.1`)
-   */
-  httpHost?: string;
-  /**
-   * `SONAR_HTTP_TOKEN`: when set, every request to the HTTP port (dashboard, its API and SSE)
-   * needs it, as `Authorization: Bearer <token>` or the dashboard's login cookie.
-   * @defaultValue unset (no token; the port binds to 127.0.0.1 only)
-   */
-  httpToken?: string;
-  /**
-   * `SONAR_DASHBOARD`: `off` serves only `/metrics`, `/healthz` and `/readyz` on the HTTP port
-   * (probes-only mode, safe on any address without a token); every other path is 404.
-   * @defaultValue on
-   */
-  dashboard: boolean;
-  /**
-   * `SONAR_SESSION_TTL`: how long a dashboard login lasts; sessions live in the
-   * `sonar_sessions` bucket, whose TTL this is, so every backend honours it and a logout.
-   * @defaultValue 12h
-   */
-  sessionTtlMs: number;
-  /**
-   * `SONAR_HTTP_SECURE_COOKIE`: whether the session cookie is `Secure`. `auto`: when the
-   * login arrived over TLS or with `X-Forwarded-Proto: https` (a TLS-terminating proxy).
-   * @defaultValue auto
-   */
-  httpSecureCookie: 'auto' | boolean;
-  /**
-   * `SONAR_HTTP_TRUSTED_PROXIES`: how many proxies in front of the HTTP port append to
-   * `X-Forwarded-For`; the client address (failed-login limits) is that many entries from
-   * its right. 0: the socket's peer address, and the header is ignored.
-   * @defaultValue 0
-   */
-  httpTrustedProxies: number;
-  /**
-   * `SONAR_RETENTION`: events, results and outputs of runs finished longer ago are purged.
-   * @defaultValue 30d
-   */
-  retentionMs: number;
-  /**
-   * `SONAR_FULL_SWEEP`: how often one backend runs the full sweep.
-   * @defaultValue 1h
-   */
-  fullSweepMs: number;
-  /**
-   * `SONAR_STOP_GRACE`: how long a stopping process waits for each long-running part (the
-   * reconciler, finalizers, the sweeper, the API, a worker's tasks after release) before it
-   * leaves that part behind and exits; a finalization job in hand comes back after its lease.
-   * @defaultValue 10s
-   */
-  stopGraceMs: number;
-  /**
-   * `SONAR_IMDS_URL`: base URL of the instance metadata service (spot notices).
-   * @defaultValue `http://169.254.169.254`
-   */
-  imdsUrl: string;
-  /**
-   * `SONAR_S3_ENDPOINT`, `SONAR_S3_BUCKET`, `SONAR_S3_ACCESS_KEY`, `SONAR_S3_SECRET_KEY`:
-   * all four or none.
-   * @defaultValue unset (outputs go to the `sonar_outputs` object store)
-   */
-  s3?: S3Config;
-  /**
-   * `SONAR_ALLOW_SNAPSHOT_LOSS`: start a backend even though the projection snapshot is
-   * unusable while retention has purged events. Runs whose events were purged lived only in
-   * that snapshot and are then lost; what is left of the stream is replayed.
-   * @defaultValue unset (false: such a backend refuses to start)
-   */
-  allowSnapshotLoss?: boolean;
-}
+/** The field a row names at the top of {@link SonarConfig}; `never` for a group's (`s3.bucket`). */
+type TopField<R extends Row> = R['field'] extends `${string}.${string}` ? never : R['field'];
+
+/** The type a row's parser gives. */
+type Parsed<R extends Row> = ReturnType<R['parse']>;
+
+/** One object type out of an intersection, so it reads as one in hovers and errors. */
+type Flat<T> = { [K in keyof T]: T[K] };
+
+/**
+ * Where outputs go when `SONAR_S3_*` is set (otherwise the `sonar_outputs` object store): the
+ * `s3.*` rows, each field always there, as all four are set or none.
+ */
+export type S3Config = {
+  [R in Row as R['field'] extends `s3.${infer K}` ? K : never]: Parsed<R>;
+};
+
+/**
+ * The resolved configuration: durations in ms, sizes in bytes. Derived from the settings
+ * table (docs/configuration.md says what each field does): a row with a default is a field
+ * always there, one without is an optional field, both of the type the row's parser gives;
+ * the `s3.*` rows are `s3`, whole or absent.
+ */
+export type SonarConfig = Flat<
+  { [R in Row as R extends DefaultedRow<unknown> ? TopField<R> : never]: Parsed<R> } & {
+    [R in Row as R extends DefaultedRow<unknown> ? never : TopField<R>]?: Parsed<R>;
+  } & { s3?: S3Config }
+>;
 
 /** A configuration value was refused. The message names the variable and the value. */
 export class ConfigError extends SonarError {
