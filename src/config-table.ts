@@ -375,7 +375,7 @@ export const SETTINGS = {
     duration(1),
     'runs finished longer ago are purged',
     BACKEND,
-    "A run's events, results and outputs are purged.",
+    "A run's events, results and outputs are purged. Attempts' logs and tasks' progress are kept this long from when they were written (the logs stream's and the progress bucket's max age).",
   ),
   SONAR_FULL_SWEEP: defaulted(
     'fullSweepMs',

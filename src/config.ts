@@ -80,7 +80,6 @@ export interface ConfigProblem {
 
 export const isConfigError = (err: unknown): err is ConfigError => err instanceof ConfigError;
 
-/** Defaults as an operator would write them. */
 /** Every setting's default, by variable (only those that have one). */
 export const configDefaults = Object.fromEntries(
   Object.entries(SETTINGS).flatMap(([v, row]) =>
@@ -119,18 +118,11 @@ function optionalSetting<T>(parse: Parser<T>) {
   });
 }
 
-const S3_VARIABLES = [
-  'SONAR_S3_ENDPOINT',
-  'SONAR_S3_BUCKET',
-  'SONAR_S3_ACCESS_KEY',
-  'SONAR_S3_SECRET_KEY',
-] as const;
+/** The `s3.*` rows: all four set, or none. */
+const S3_VARIABLES = (Object.keys(SETTINGS) as ConfigVariable[]).filter((v) =>
+  SETTINGS[v].field.startsWith('s3.'),
+);
 
-/**
- * The schema over the environment. Input: an env-like record (unknown keys are ignored; values
- * may be numbers, as CLI flags are); output: {@link SonarConfig}. Prefer {@link loadConfig},
- * which turns failures into a {@link ConfigError}.
- */
 /** The zod field of each setting: its default applied, then its parser. */
 const settingShape = Object.fromEntries(
   Object.entries(SETTINGS).map(([v, row]: [string, SettingRow<unknown>]) => [
@@ -141,6 +133,11 @@ const settingShape = Object.fromEntries(
   [V in ConfigVariable]: z.ZodType<ParsedSetting<(typeof SETTINGS)[V]>, Raw | undefined>;
 };
 
+/**
+ * The schema over the environment. Input: an env-like record (unknown keys are ignored; values
+ * may be numbers, as CLI flags are); output: {@link SonarConfig}. Prefer {@link loadConfig},
+ * which turns failures into a {@link ConfigError}.
+ */
 export const sonarEnvSchema = z.object(settingShape).transform((env, ctx): SonarConfig => {
   const problem = (variable: string, message: string): void => {
     ctx.addIssue({ code: 'custom', message, path: [variable] });
