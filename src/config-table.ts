@@ -316,6 +316,14 @@ export const SETTINGS = {
     BACKEND,
     "Workers in secure mode stage outputs over the inline limit there until their `result` moves them into the object store. A full staging stream refuses new uploads (the task fails and is retried), never evicts. It is counted in chunks of 128 KiB, so nothing is reserved from the server's `max_file_store`.",
   ),
+  SONAR_LOGS_MAX_BYTES: defaulted(
+    'logsMaxBytes',
+    '256MiB',
+    size,
+    "byte bound of the stream that keeps attempts' logs",
+    BACKEND,
+    "All attempts' stdout and stderr (`sonar logs`) together; when full, the oldest chunks go first (a log never refuses work). It is counted in chunks of 32 KiB, so nothing is reserved from the server's `max_file_store`; count it in the server's store next to the events stream's bound.",
+  ),
   SONAR_HTTP_PORT: optional(
     'httpPort',
     port,

@@ -33,11 +33,10 @@ const fileHash = z
 
 /** A progress value's JSON at most: a fraction, a count, a short message. */
 export const PROGRESS_MAX_BYTES = 1024;
-const logText = z.string().superRefine((text, ctx) => {
-  if (Buffer.byteLength(text, 'utf8') > LOG_CHUNK_BYTES) {
-    ctx.addIssue({ code: 'custom', message: `must be at most ${LOG_CHUNK_BYTES} bytes of UTF-8` });
-  }
-});
+/** Pieces of one log chunk at most: a flush of output interleaved between the two streams. */
+export const LOG_PARTS_MAX = 256;
+
+const logPart = z.strictObject({ stream: z.enum(['stdout', 'stderr']), text: z.string() });
 
 const progressValue = z.unknown().superRefine((value, ctx) => {
   const json = value === undefined ? undefined : JSON.stringify(value);
@@ -218,16 +217,28 @@ export const requestSchemas = {
     ...attemptFields,
     value: progressValue,
   }),
-  [Verb.Log]: z.strictObject({
-    ...attemptFields,
-    stream: z.enum(['stdout', 'stderr']),
-    text: logText,
-    // Bytes the worker dropped before this chunk (it keeps the tail when a task writes faster
-    // than it sends).
-    dropped: z.number().int().min(0).default(0),
-    // The attempt's last chunk: a follower stops here.
-    end: z.boolean().default(false),
-  }),
+  [Verb.Log]: z
+    .strictObject({
+      ...attemptFields,
+      // The attempt's chunks are numbered from 1, in the order written: a retried chunk is
+      // stored once, and readers skip one they have seen.
+      seq: z.number().int().min(1),
+      // What the attempt wrote since the last chunk, in order, stream by stream.
+      parts: z.array(logPart).min(1).max(LOG_PARTS_MAX),
+      // Bytes the worker dropped before this chunk (it keeps the tail when a task writes faster
+      // than it sends).
+      dropped: z.number().int().min(0).default(0),
+    })
+    .superRefine((req, ctx) => {
+      const bytes = req.parts.reduce((n, p) => n + Buffer.byteLength(p.text, 'utf8'), 0);
+      if (bytes > LOG_CHUNK_BYTES) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['parts'],
+          message: `must hold at most ${LOG_CHUNK_BYTES} bytes of UTF-8 in all, not ${bytes}`,
+        });
+      }
+    }),
 } as const;
 
 export type RequestOf<V extends Verb> = z.input<(typeof requestSchemas)[V]>;

@@ -28,6 +28,7 @@ const MUTABLE_STREAM_SETTINGS = [
   'duplicate_window',
   'max_age',
   'max_msgs_per_subject',
+  'max_msgs',
   'allow_direct',
   'max_bytes',
   'discard',

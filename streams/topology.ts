@@ -33,6 +33,11 @@ export interface TopologyOptions {
    */
   stagingMaxBytes?: number;
   /**
+   * All attempts' logs at most (`SONAR_LOGS_MAX_BYTES`), as a count of chunks.
+   * @defaultValue {@link DEFAULT_LOGS_MAX_BYTES}
+   */
+  logsMaxBytes?: number;
+  /**
    * How long attempts' logs and tasks' progress are kept: `SONAR_RETENTION`, resolved by the
    * backend. Unset, they are bounded by count only.
    */
@@ -65,8 +70,8 @@ export const STAGING_MAX_AGE_MS = 6 * 3_600_000;
  */
 export const LOG_CHUNK_BYTES = 32 * 1024;
 export const LOG_CHUNKS_PER_ATTEMPT = 128;
-/** Log chunks kept across all attempts: the oldest go first (at most 4 GiB). */
-export const LOG_MAX_CHUNKS = 128 * 1024;
+/** All attempts' logs, unless `SONAR_LOGS_MAX_BYTES` says otherwise. */
+export const DEFAULT_LOGS_MAX_BYTES = 256 * 1024 ** 2;
 /** A dispatch lease: an unstarted task comes back to another puller after this. */
 export const DISPATCH_ACK_WAIT_MS = 60_000;
 /** Max jobs a finalizer consumer may hold unacked: jobs waiting out a nak delay count too. */
@@ -174,7 +179,10 @@ export function topology(n: Names, opts: TopologyOptions): Topology {
         name: n.streams.logs,
         subjects: [n.subjects.logsAll],
         retention: RetentionPolicy.Limits,
-        max_msgs: LOG_MAX_CHUNKS,
+        max_msgs: Math.max(
+          1,
+          Math.ceil((opts.logsMaxBytes ?? DEFAULT_LOGS_MAX_BYTES) / LOG_CHUNK_BYTES),
+        ),
         max_msgs_per_subject: LOG_CHUNKS_PER_ATTEMPT,
         max_msg_size: LOG_CHUNK_BYTES * 2 + 4 * 1024,
         max_age: nanos(opts.retentionMs ?? 0),

@@ -95,6 +95,7 @@ export class Backend {
           sessionTtlMs: config.sessionTtlMs,
           stagingMaxBytes: config.stagingMaxBytes,
           retentionMs: config.retentionMs,
+          logsMaxBytes: config.logsMaxBytes,
         }),
       { replicas: config.replicas, log },
     ).catch((err: unknown) => {

@@ -46,7 +46,8 @@ export interface StatusView {
       expired?: { submittedAt: string; endedAt: string; reason: string | null; at: string };
       /**
        * The latest progress of each Running task that reported any, of its current attempt,
-       * by task id (`ctx.progress()`, docs/worker-protocol.md). Absent when none did.
+       * by task id (`ctx.progress()`, docs/worker-protocol.md); of the first 1,000 Running tasks
+       * of the run. Absent when none did.
        */
       progress?: Record<string, { value: unknown; at: string; attempt: number }>;
     }

@@ -207,7 +207,7 @@ export class SonarClient {
   /** The run's state, its steps' states and its tasks per state, folded from its events. */
   async status(runId: string): Promise<RunStatus> {
     assertId('runId', runId);
-    const updates = this.updates(runId);
+    const updates = this.updates(runId, undefined, false);
     try {
       return ((await updates.next()).value as RunUpdate).status;
     } finally {
@@ -227,9 +227,14 @@ export class SonarClient {
     return { [Symbol.asyncIterator]: () => this.updates(runId, opts.signal) };
   }
 
-  private async *updates(runId: string, signal?: AbortSignal): AsyncGenerator<RunUpdate> {
+  private async *updates(
+    runId: string,
+    signal?: AbortSignal,
+    withProgress = true,
+  ): AsyncGenerator<RunUpdate> {
     try {
-      yield* watchRun(this.store, this.n, runId, signal, await this.progressStore());
+      const progress = withProgress ? await this.progressStore() : null;
+      yield* watchRun(this.store, this.n, runId, signal, progress);
     } catch (err: unknown) {
       throw await explainMissingStreams(this.nc, this.n, err);
     }
@@ -253,7 +258,9 @@ export class SonarClient {
     const signal = signals.length > 0 ? AbortSignal.any(signals) : undefined;
     let last: RunStatus | null = null;
     try {
-      for await (const { status } of this.watch(runId, signal ? { signal } : {})) {
+      assertId('runId', runId);
+      // The statuses only: no progress is read for a wait.
+      for await (const { status } of this.updates(runId, signal, false)) {
         last = status;
         if (isRunEnded(status)) return status;
       }
@@ -300,13 +307,16 @@ export class SonarClient {
   }
 
   /**
-   * The latest progress of each of the run's tasks that reported any (`ctx.progress()`), by
-   * task id; an entry's `attempt` tells whether it is of the task's current attempt.
+   * The latest progress of each of the run's tasks that reported any (`ctx.progress()`), or
+   * of `taskIds` only (one read each, where the whole run costs a listing first), by task id;
+   * an entry's `attempt` tells whether it is of the task's current attempt. A server that
+   * keeps no progress, or a credential that may not read it, gives none.
    */
-  async progress(runId: string): Promise<Map<string, TaskProgress>> {
+  async progress(runId: string, taskIds?: readonly string[]): Promise<Map<string, TaskProgress>> {
     assertId('runId', runId);
     const store = await this.progressStore();
-    return store === null ? new Map() : store.ofRun(runId);
+    if (store === null) return new Map();
+    return taskIds === undefined ? store.ofRun(runId) : store.ofTasks(runId, taskIds);
   }
 
   /**

@@ -26,7 +26,8 @@ const bySeq = (a: EventRecord, b: EventRecord): number => a.seq - b.seq;
 
 /**
  * Follows one run: its events so far, then each new batch as it is appended, folded into the
- * run's status; ends after the update in which the run ends. Reads only the run's own
+ * run's status, and each progress its tasks report; ends after the update in which the run
+ * ends. Reads only the run's own
  * subjects (one ordered consumer each: 2.9 takes one filter per consumer), never the whole
  * log, and holds nothing open once it returns or is aborted.
  */
@@ -40,15 +41,33 @@ export async function* watchRun(
   const p = createProjection();
   const filters = n.subjects.runAll(runId);
   const read = new Map(filters.map((f) => [f, 0]));
-  let reported: TaskProgress[] = [];
-  const current = (r: TaskProgress): boolean =>
-    p.tasks.get(`${runId}.${r.taskId}`)?.snapshot.context.attempt === r.attempt;
+  let pending: EventRecord[] = [];
+  let wake: (() => void) | null = null;
+  const poke = () => {
+    wake?.();
+    wake = null;
+  };
+  // The latest progress of each task not yet handed out. One of an attempt the events have
+  // not reached yet waits for them; one of an earlier attempt is stale and dropped.
+  const reported = new Map<string, TaskProgress>();
+  let progressArrived = false;
+  const attemptOf = (taskId: string): number =>
+    p.tasks.get(`${runId}.${taskId}`)?.snapshot.context.attempt ?? 0;
+  const takeProgress = (): TaskProgress[] => {
+    progressArrived = false;
+    const out: TaskProgress[] = [];
+    for (const [taskId, r] of reported) {
+      const attempt = attemptOf(taskId);
+      if (r.attempt > attempt) continue;
+      reported.delete(taskId);
+      if (r.attempt === attempt) out.push(r);
+    }
+    return out;
+  };
   const fold = (events: EventRecord[]): RunUpdate => {
     events.sort(bySeq);
     for (const r of events) applyEvent(p, r);
-    const progress = reported.filter(current);
-    reported = [];
-    return { status: runStatusOf(p, runId), events, progress };
+    return { status: runStatusOf(p, runId), events, progress: takeProgress() };
   };
   // Everything each filter holds past what was read: the start, and the end once the run
   // ended, when another filter's follower may not have delivered its last events yet.
@@ -63,26 +82,17 @@ export async function* watchRun(
     return batch;
   };
 
-  signal?.throwIfAborted();
-  if (progressStore !== null) reported = [...(await progressStore.ofRun(runId)).values()];
-  const first = fold(await catchUp());
-  yield first;
-  if (isRunEnded(first.status)) return;
-
-  let pending: EventRecord[] = [];
-  let wake: (() => void) | null = null;
-  const poke = () => {
-    wake?.();
-    wake = null;
-  };
   let stopped = false;
   const closers: (() => Promise<void>)[] = [];
+  // Progress is watched from before the first read (its latest values first), so none stored
+  // while the events are read is missed.
   if (progressStore !== null) {
     const ac = new AbortController();
     closers.push(() => Promise.resolve(ac.abort()));
     void (async () => {
-      for await (const r of progressStore.watch(runId, ac.signal, { updatesOnly: true })) {
-        reported.push(r);
+      for await (const r of progressStore.watch(runId, ac.signal)) {
+        reported.set(r.taskId, r);
+        progressArrived = true;
         poke();
       }
     })().catch(() => undefined);
@@ -105,11 +115,15 @@ export async function* watchRun(
   };
   signal?.addEventListener('abort', poke, { once: true });
   try {
+    signal?.throwIfAborted();
+    const first = fold(await catchUp());
+    yield first;
+    if (isRunEnded(first.status)) return;
     for (const f of filters) await follow(f);
     for (;;) {
       // Checked before each wait too: an abort before the listener was added fires nothing.
       signal?.throwIfAborted();
-      if (pending.length === 0 && reported.length === 0) {
+      if (pending.length === 0 && !progressArrived) {
         await new Promise<void>((resolve) => (wake = resolve));
       }
       signal?.throwIfAborted();
@@ -130,7 +144,8 @@ export async function* watchRun(
           : update;
         return;
       }
-      yield update;
+      // Progress that waits for its attempt's events makes no update on its own.
+      if (update.events.length > 0 || update.progress.length > 0) yield update;
     }
   } finally {
     stopped = true;

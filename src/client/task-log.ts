@@ -11,7 +11,7 @@ import type { LogChunk } from '../storage/task-logs.js';
 export interface TaskLogOptions {
   /** Which attempt (the task's publish count, from 1). Default: the latest. */
   attempt?: number;
-  /** Go on while the attempt runs, until its last chunk; stops on `signal`. */
+  /** Go on while the attempt runs (until its events say it is over); stops on `signal`. */
   follow?: boolean;
   signal?: AbortSignal;
 }
@@ -86,6 +86,9 @@ export async function* taskLog(
       { runId, taskId, attempt },
     );
   }
+  // Stops the read when the caller breaks out of the loop, as well as on its signal.
+  const ac = new AbortController();
+  const signal = opts.signal ? AbortSignal.any([opts.signal, ac.signal]) : ac.signal;
   const chunks: LogChunk[] = [];
   let wake: (() => void) | null = null;
   let done = false;
@@ -102,7 +105,7 @@ export async function* taskLog(
       chunks.push(c);
       wake?.();
     },
-    opts.follow ? { follow: { running, ...(opts.signal && { signal: opts.signal }) } } : {},
+    opts.follow ? { follow: { running, signal } } : { signal },
   ).then(
     () => {
       done = true;
@@ -127,6 +130,7 @@ export async function* taskLog(
     }
     if (failure.error !== null) throw failure.error;
   } finally {
+    ac.abort();
     await reading;
   }
 }

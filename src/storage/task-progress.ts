@@ -49,36 +49,56 @@ export class ProgressStore {
     await this.kv.put(`${p.runId}.${p.taskId}`, JSON.stringify(p));
   }
 
+  /**
+   * The task's latest progress, or null. Reads never fail: progress is an aid, and a server
+   * whose backends predate the bucket, or a credential made before readers could read it,
+   * has none to show.
+   */
   async get(runId: string, taskId: string): Promise<TaskProgress | null> {
-    const e = await this.kv.get(`${runId}.${taskId}`);
-    return e === null || e.operation !== 'PUT' ? null : decode(e.value);
+    try {
+      const e = await this.kv.get(`${runId}.${taskId}`);
+      return e === null || e.operation !== 'PUT' ? null : decode(e.value);
+    } catch {
+      return null;
+    }
   }
 
-  /** Every task of the run with progress, by task id. */
+  /** The latest progress of these tasks of the run (those with any), by task id. */
+  async ofTasks(runId: string, taskIds: readonly string[]): Promise<Map<string, TaskProgress>> {
+    const found = await Promise.all(taskIds.map((t) => this.get(runId, t)));
+    return new Map(found.filter((p): p is TaskProgress => p !== null).map((p) => [p.taskId, p]));
+  }
+
+  /** Every task of the run with progress, by task id (a keys listing, then a get each). */
   async ofRun(runId: string): Promise<Map<string, TaskProgress>> {
-    const out = new Map<string, TaskProgress>();
     const keys: string[] = [];
-    for await (const k of await this.kv.keys(`${runId}.*`)) keys.push(k);
-    for (const k of keys) {
-      const p = await this.get(runId, k.slice(runId.length + 1));
-      if (p !== null) out.set(p.taskId, p);
+    try {
+      for await (const k of await this.kv.keys(`${runId}.*`)) keys.push(k);
+    } catch {
+      return new Map();
     }
-    return out;
+    return this.ofTasks(
+      runId,
+      keys.map((k) => k.slice(runId.length + 1)),
+    );
   }
 
   /**
    * Each progress of the run as it is stored, the latest of every task first (unless
-   * `updatesOnly`); ends when `signal` fires.
+   * `updatesOnly`); ends when `signal` fires, or at once when the bucket cannot be read.
    */
   async *watch(
     runId: string,
     signal?: AbortSignal,
     opts: { updatesOnly?: boolean } = {},
   ): AsyncGenerator<TaskProgress> {
-    const it = await this.kv.watch({
-      key: `${runId}.*`,
-      ...(opts.updatesOnly && { include: KvWatchInclude.UpdatesOnly }),
-    });
+    const it = await this.kv
+      .watch({
+        key: `${runId}.*`,
+        ...(opts.updatesOnly && { include: KvWatchInclude.UpdatesOnly }),
+      })
+      .catch(() => null);
+    if (it === null) return;
     const stop = (): void => it.stop();
     signal?.addEventListener('abort', stop, { once: true });
     try {

@@ -224,7 +224,10 @@ export class TaskExecution {
       return await runHandler(handler, d.input, ctx, killGraceMs + 1_000);
     } finally {
       clearTimeout(timer);
-      await feed.close();
+      // A finished or timed-out attempt's log is worth its last chunk; a cancelled, released
+      // or abandoned one's reports would only be refused.
+      if (task.why === null || task.why === 'timeout') await feed.close();
+      else feed.abandon();
     }
   }
 

@@ -24,8 +24,11 @@ export interface RunCommandOptions {
    * @defaultValue 4096
    */
   stderrTailBytes?: number;
-  /** Each piece of stdout and stderr as it comes, decoded as UTF-8: the attempt's log. */
-  onOutput?: (stream: 'stdout' | 'stderr', text: string) => void;
+  /**
+   * Each piece of stderr as it comes, decoded as UTF-8: the attempt's log. Not stdout, which
+   * is the task's output: readers of logs may not be allowed to read outputs.
+   */
+  onStderr?: (text: string) => void;
   /**
    * Each stderr line that starts with {@link PROGRESS_LINE_PREFIX}, with the rest of the line:
    * a command's way to report progress (`echo "sonar-progress: 0.5" >&2`).
@@ -91,18 +94,13 @@ export function runCommand(argv: string[], opts: RunCommandOptions): Promise<Uin
       }
       out.push(chunk);
     });
-    const stdoutText = new StringDecoder('utf8');
     const stderrText = new StringDecoder('utf8');
-    if (opts.onOutput) {
-      const onOutput = opts.onOutput;
-      child.stdout.on('data', (chunk: Buffer) => onOutput('stdout', stdoutText.write(chunk)));
-    }
     let partialLine = '';
     child.stderr.on('data', (chunk: Buffer) => {
       stderr = Buffer.concat([stderr, chunk]);
       if (stderr.length > tailBytes * 2) stderr = stderr.subarray(stderr.length - tailBytes);
       const text = stderrText.write(chunk);
-      opts.onOutput?.('stderr', text);
+      opts.onStderr?.(text);
       if (opts.onProgress) {
         const lines = (partialLine + text).split('\n');
         // A line longer than the tail kept is no progress line: do not hold it.

@@ -36,5 +36,5 @@ export const VALID_REQUESTS: Readonly<Record<Verb, unknown>> = {
   'poisoned.cancel': { runId: 'r1', taskId: 't1', reason: 'x' },
   sweep: {},
   progress: { ...attempt, value: 0.5 },
-  log: { ...attempt, stream: 'stderr', text: 'hello\n' },
+  log: { ...attempt, seq: 1, parts: [{ stream: 'stderr', text: 'hello\n' }] },
 };

@@ -244,11 +244,15 @@ describe('access control in secure mode (sonar creds init, as deployed)', () => 
   }, 120_000);
 
   it("a task's log and progress reach clients and operators through the backend; no worker writes them itself", async () => {
-    // Run `acl` ran above with `cat`: its stdout, the input, is t1's log.
+    await startWorker('acl-logger', 'acl-logs', ['sh', '-c', 'echo line-on-stderr >&2; cat']);
+    await submit('logged', ['acl-logs'], ['t1']);
+    await eventually(async () => (await lastTaskEvent('logged', 't1'))?.type === 'TaskFinalized', {
+      timeoutMs: 30_000,
+    });
     for (const role of ['client', 'operator'] as const) {
-      const logs = await cli(role, ['logs', 'acl', 't1']);
+      const logs = await cli(role, ['logs', 'logged', 't1']);
       expect(logs.code, logs.stderr).toBe(0);
-      expect(logs.stdout).toBe('{"i":1}');
+      expect(logs.stdout).toBe('line-on-stderr\n');
     }
     const { nc } = await compromisedWorker('acl-logs');
     expect(await publishOutcome(nc, n.subjects.logs('acl', 't1', 1))).toBe('denied');

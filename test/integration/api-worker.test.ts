@@ -155,7 +155,7 @@ describe('attempt credentials', () => {
         () => 'ok',
         (err: unknown) => (err as { code?: string }).code ?? String(err),
       );
-    const line = { stream: 'stderr', text: 'x\n' };
+    const line = { seq: 1, parts: [{ stream: 'stderr', text: 'x\n' }] };
     // Published, not started: nobody holds it yet.
     expect(await code('progress', { ...creds(d), value: 1 })).toBe('stale_attempt');
     await api.request('start', creds(d));
@@ -165,15 +165,16 @@ describe('attempt credentials', () => {
       'invalid_token',
     );
     expect(await code('progress', { ...creds(d), value: 'x'.repeat(2_000) })).toBe('validation');
-    expect(await code('log', { ...creds(d), stream: 'stderr', text: 'x'.repeat(33 * 1024) })).toBe(
-      'validation',
-    );
+    const big = { seq: 1, parts: [{ stream: 'stderr', text: 'x'.repeat(33 * 1024) }] };
+    expect(await code('log', { ...creds(d), ...big })).toBe('validation');
     expect(await code('progress', { ...creds(d), value: 0.25 })).toBe('ok');
-    expect(await code('log', { ...creds(d), ...line, end: true })).toBe('ok');
+    expect(await code('log', { ...creds(d), ...line })).toBe('ok');
+    // A chunk sent again (its reply lost) is stored once.
+    expect(await code('log', { ...creds(d), ...line })).toBe('ok');
     expect((await client.progress('r1')).get('t0')).toMatchObject({ value: 0.25, workerId: 'w1' });
     const chunks = [];
     for await (const c of client.logs('r1', 't0')) chunks.push(c);
-    expect(chunks).toMatchObject([{ stream: 'stderr', text: 'x\n', end: true, attempt: 1 }]);
+    expect(chunks).toMatchObject([{ stream: 'stderr', text: 'x\n', seq: 1, attempt: 1 }]);
     expect(await count('t0')).toBe(1);
   });
 

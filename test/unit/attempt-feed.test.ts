@@ -52,7 +52,7 @@ describe('AttemptFeed', () => {
     expect(() => feed.progress('x'.repeat(2_000))).toThrow(/2002 bytes of JSON, more than 1024/);
   });
 
-  it('gathers output per stream in order and marks the last chunk at close', async () => {
+  it('sends what was written per flush as one numbered chunk, in order, streams apart', async () => {
     const { feed, sent, advance } = feedWith();
     feed.write('stdout', 'a');
     feed.write('stdout', 'b');
@@ -60,10 +60,16 @@ describe('AttemptFeed', () => {
     await advance(LOG_FLUSH_MS);
     feed.write('stderr', 'd');
     await feed.close();
-    expect(sent.map((s) => [s.body['stream'], s.body['text'], s.body['end']])).toEqual([
-      ['stdout', 'ab', false],
-      ['stderr', 'c', false],
-      ['stderr', 'd', true],
+    expect(sent.map((s) => [s.verb, s.body['seq'], s.body['parts']])).toEqual([
+      [
+        'log',
+        1,
+        [
+          { stream: 'stdout', text: 'ab' },
+          { stream: 'stderr', text: 'c' },
+        ],
+      ],
+      ['log', 2, [{ stream: 'stderr', text: 'd' }]],
     ]);
   });
 
@@ -72,38 +78,67 @@ describe('AttemptFeed', () => {
     feed.write('stderr', 'x'.repeat(LOG_CHUNK_BYTES));
     feed.write('stderr', 'é'.repeat(10)); // 20 bytes
     await feed.close();
-    const [chunk] = sent;
-    const text = String(chunk?.body['text']);
+    const parts = sent[0]?.body['parts'] as { text: string }[];
+    const text = parts.map((p) => p.text).join('');
     expect(Buffer.byteLength(text)).toBeLessThanOrEqual(LOG_CHUNK_BYTES);
     expect(text.endsWith('é'.repeat(10))).toBe(true);
-    expect(Number(chunk?.body['dropped']) + Buffer.byteLength(text)).toBe(LOG_CHUNK_BYTES + 20);
+    expect(Number(sent[0]?.body['dropped']) + Buffer.byteLength(text)).toBe(LOG_CHUNK_BYTES + 20);
   });
 
-  it('sends nothing for an attempt that wrote nothing, and nothing after close', async () => {
-    const { feed, sent } = feedWith();
+  it('holds one chunk in flight: what is written meanwhile goes in the next, bounded', async () => {
+    let release!: () => void;
+    const sent: Record<string, unknown>[] = [];
+    const feed = new AttemptFeed(
+      creds,
+      (_verb, body) => {
+        sent.push(body);
+        return new Promise<void>((resolve) => (release = resolve));
+      },
+      () => undefined,
+    );
+    feed.write('stderr', 'first');
+    await vi.advanceTimersByTimeAsync(LOG_FLUSH_MS);
+    for (let i = 0; i < 100; i++) {
+      feed.write('stderr', 'y'.repeat(4096));
+      await vi.advanceTimersByTimeAsync(LOG_FLUSH_MS);
+    }
+    expect(sent).toHaveLength(1);
+    release();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(sent).toHaveLength(2);
+    const parts = sent[1]?.['parts'] as { text: string }[];
+    expect(Buffer.byteLength(parts.map((p) => p.text).join(''))).toBe(LOG_CHUNK_BYTES);
+    expect(sent[1]?.['dropped']).toBe(100 * 4096 - LOG_CHUNK_BYTES);
+    release();
     await feed.close();
-    feed.write('stderr', 'late');
-    feed.progress(1);
-    await vi.advanceTimersByTimeAsync(PROGRESS_INTERVAL_MS);
-    expect(sent).toEqual([]);
   });
 
-  it('ends a log whose output all went out already with an empty last chunk', async () => {
+  it('drops pending progress at close, and an abandoned feed sends nothing more', async () => {
     const { feed, sent, advance } = feedWith();
-    feed.write('stderr', 'x');
-    await advance(LOG_FLUSH_MS);
+    feed.progress(0.1);
+    await advance(0);
+    feed.progress(0.2);
     await feed.close();
-    expect(sent.map((s) => [s.body['text'], s.body['end']])).toEqual([
-      ['x', false],
-      ['', true],
-    ]);
+    expect(sent.map((s) => s.body['value'])).toEqual([0.1]);
+    const other = feedWith();
+    other.feed.write('stderr', 'x');
+    other.feed.abandon();
+    await other.advance(LOG_FLUSH_MS);
+    expect(other.sent).toEqual([]);
   });
 
   it('drops a report the backend refuses and goes on with the next', async () => {
-    const { feed, sent } = feedWith(true);
-    feed.write('stderr', 'one');
+    const { feed, sent, advance } = feedWith(true);
     feed.progress(0.5);
+    await advance(0);
+    feed.write('stderr', 'one');
+    await advance(LOG_FLUSH_MS);
+    feed.write('stderr', 'two');
     await feed.close();
-    expect(sent.map((s) => s.verb)).toEqual(['progress', 'log']);
+    expect(sent.map((s) => [s.verb, s.body['seq']])).toEqual([
+      ['progress', undefined],
+      ['log', 1],
+      ['log', 2],
+    ]);
   });
 });

@@ -49,6 +49,7 @@ interface ExpectedSonarConfig {
   replicas: number;
   eventsMaxBytes: number | 'auto';
   stagingMaxBytes: number;
+  logsMaxBytes: number;
   httpPort?: number;
   httpHost?: string;
   httpToken?: string;

@@ -51,6 +51,7 @@ describe('loadConfig', () => {
         replicas: 1,
         eventsMaxBytes: 'auto',
         stagingMaxBytes: 1024 ** 3,
+        logsMaxBytes: 256 * 1024 ** 2,
         dashboard: true,
         sessionTtlMs: 12 * 3_600_000,
         httpSecureCookie: 'auto',
@@ -124,6 +125,7 @@ describe('loadConfig', () => {
         SONAR_REPLICAS: '3',
         SONAR_EVENTS_MAX_BYTES: '8GiB',
         SONAR_STAGING_MAX_BYTES: '2GiB',
+        SONAR_LOGS_MAX_BYTES: '64MiB',
         SONAR_HTTP_PORT: '8080',
         SONAR_DASHBOARD: 'off',
         SONAR_SESSION_TTL: '30m',
@@ -170,6 +172,7 @@ describe('loadConfig', () => {
         replicas: 3,
         eventsMaxBytes: 8 * 1024 ** 3,
         stagingMaxBytes: 2 * 1024 ** 3,
+        logsMaxBytes: 64 * 1024 ** 2,
         httpPort: 8080,
         dashboard: false,
         sessionTtlMs: 1_800_000,
@@ -322,6 +325,7 @@ describe('loadConfig', () => {
       ['SONAR_EVENTS_MAX_BYTES', '8GB', 'is not a size or auto (e.g. 8GiB)'],
       ['SONAR_EVENTS_MAX_BYTES', '0', 'is not a size or auto'],
       ['SONAR_STAGING_MAX_BYTES', 'lots', 'is not a size'],
+      ['SONAR_LOGS_MAX_BYTES', 'lots', 'is not a size'],
       ['SONAR_HTTP_PORT', '70000', 'is not a port'],
       ['SONAR_HTTP_PORT', 'http', 'is not a port'],
       ['SONAR_RETENTION', '1y', 'is not a duration'],
@@ -403,7 +407,7 @@ describe('loadConfig', () => {
 
 describe('configVariables', () => {
   it('lists the SONAR_* variables of DESIGN.md §9', () => {
-    expect(configVariables).toHaveLength(52);
+    expect(configVariables).toHaveLength(53);
     expect(configVariables[0]).toBe('SONAR_NATS_URL');
     expect(configVariables.every((v) => v.startsWith('SONAR_'))).toBe(true);
   });

@@ -1,9 +1,18 @@
 import type { Command } from 'commander';
 import { assertId } from '../../../actors/ids.js';
 import { SonarClient } from '../../client/client.js';
-import { UsageError, writeOut } from '../../display/output.js';
+import { isTty, UsageError, writeOut } from '../../display/output.js';
 import { withConnection } from '../context.js';
 import type { ConnectionFlags } from '../context.js';
+
+/**
+ * A log as a terminal may show it: a task's output could carry escape sequences that move
+ * the cursor, retitle the window or worse, so control characters but newline, tab and
+ * carriage return are shown as `?` on a terminal (a pipe gets the bytes as stored).
+ */
+const printable = (text: string): string =>
+  // eslint-disable-next-line no-control-regex
+  text.replace(/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f]/g, '?');
 
 interface LogsFlags extends ConnectionFlags {
   attempt?: string;
@@ -26,7 +35,7 @@ export function registerLogs(program: Command): void {
     .argument('<task>', 'task id')
     .option('--attempt <n>', 'which attempt (1 = the first publish; default: the latest)')
     .option('-f, --follow', 'keep printing while the attempt runs')
-    .option('--json', 'one JSON line per chunk: {"attempt","stream","text","dropped","end","at"}')
+    .option('--json', 'one JSON line per piece: {"attempt","seq","stream","text","dropped","at"}')
     .option('--server <url>', 'NATS server (default: SONAR_NATS_URL)')
     .option('--prefix <prefix>', 'topology prefix (default: SONAR_PREFIX)')
     .action(async (runId: string, taskId: string, flags: LogsFlags) => {
@@ -38,6 +47,7 @@ export function registerLogs(program: Command): void {
           `--attempt: ${JSON.stringify(flags.attempt)} is not a whole number >= 1`,
         );
       }
+      const tty = isTty();
       const ac = new AbortController();
       const stop = (): void => ac.abort();
       process.once('SIGINT', stop);
@@ -53,16 +63,17 @@ export function registerLogs(program: Command): void {
             });
             for await (const c of chunks) {
               if (flags.json) {
-                const { attempt: a, stream, text, dropped, end, at } = c;
+                const { attempt: a, seq, stream, text, dropped, at } = c;
                 await writeOut(
-                  `${JSON.stringify({ attempt: a, stream, text, dropped, end, at })}\n`,
+                  `${JSON.stringify({ attempt: a, seq, stream, text, dropped, at })}\n`,
                 );
                 continue;
               }
               // Both streams go to stdout, in the order written, as `kubectl logs` does: a
               // pipe sees the whole log.
               const gap = c.dropped > 0 ? `[sonar: ${c.dropped} bytes not kept]\n` : '';
-              if (gap !== '' || c.text !== '') await writeOut(gap + c.text);
+              const text = tty ? printable(c.text) : c.text;
+              if (gap !== '' || text !== '') await writeOut(gap + text);
             }
           },
           flags.follow ? 'long-lived' : 'one-shot',

@@ -40,8 +40,10 @@ async function lockHolder(ctx: CliContext): Promise<string | null> {
   return e?.operation === 'PUT' ? e.string() : null;
 }
 
-/** Progress lines per run in the text view; `--json` has them all. */
+/** Progress lines per run in the text view; `--json` has all that were read. */
 const SHOWN_PROGRESS = 10;
+/** Running tasks per run whose progress is read. */
+const READ_PROGRESS = 1_000;
 
 /**
  * The stored progress of each shown run with Running tasks; none on a server whose backends
@@ -52,18 +54,21 @@ async function progressOf(
   p: Projection,
   flags: StatusFlags,
 ): Promise<Map<string, Map<string, TaskProgress>>> {
-  const out = new Map<string, Map<string, TaskProgress>>();
-  const runs = new Set<string>();
-  for (const key of p.tasksByState.Running) runs.add(key.slice(0, key.indexOf('.')));
-  if (flags.run !== undefined) {
-    if (!runs.has(flags.run)) return out;
-    runs.clear();
-    runs.add(flags.run);
+  // Only Running tasks' progress is shown: one get each, at most READ_PROGRESS per run.
+  const running = new Map<string, string[]>();
+  for (const key of p.tasksByState.Running) {
+    const dot = key.indexOf('.');
+    const runId = key.slice(0, dot);
+    if (flags.run !== undefined && runId !== flags.run) continue;
+    const tasks = running.get(runId) ?? [];
+    if (tasks.length < READ_PROGRESS) tasks.push(key.slice(dot + 1));
+    running.set(runId, tasks);
   }
-  if (runs.size === 0) return out;
+  const out = new Map<string, Map<string, TaskProgress>>();
+  if (running.size === 0) return out;
   const store = await ProgressStore.open(ctx.nc, ctx.names).catch(() => null);
   if (store === null) return out;
-  for (const runId of runs) out.set(runId, await store.ofRun(runId));
+  for (const [runId, tasks] of running) out.set(runId, await store.ofTasks(runId, tasks));
   return out;
 }
 

@@ -50,8 +50,13 @@ class ReportedProgress {
     if (!this.reading && performance.now() - this.readAt >= PROGRESS_READ_MS) {
       this.reading = true;
       this.readAt = performance.now();
+      const running: string[] = [];
+      for (const key of p.tasksByState.Running) {
+        if (running.length === SHOWN_TASK_PROGRESS * 4) break;
+        if (key.startsWith(`${this.runId}.`)) running.push(key.slice(this.runId.length + 1));
+      }
       void this.client
-        .progress(this.runId)
+        .progress(this.runId, running)
         .then((m) => (this.latest = m))
         .catch(() => undefined)
         .finally(() => (this.reading = false));

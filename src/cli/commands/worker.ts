@@ -102,7 +102,7 @@ export function registerWorker(program: Command): void {
           env: { SONAR_RUN_ID: t.runId, SONAR_TASK_ID: t.taskId, SONAR_ATTEMPT_ID: t.attemptId },
           signal: t.signal,
           maxOutputBytes: config.maxOutputBytes,
-          onOutput: (stream, text) => t.log(text, stream),
+          onStderr: (text) => t.log(text),
           onProgress: (line) => {
             try {
               t.progress(progressValueOf(line));

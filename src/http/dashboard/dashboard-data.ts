@@ -13,15 +13,12 @@ import { buildRunDetail, buildRunList } from './views/runs-view.js';
 import type { RunDetail, RunSummary } from './views/runs-view.js';
 import { buildTaskView } from './views/task-view.js';
 import type { TaskView } from './views/task-view.js';
-import { readLogChunks } from '../../storage/task-logs.js';
+import { lastLogChunk } from '../../storage/task-logs.js';
 import { ProgressStore } from '../../storage/task-progress.js';
 import type { TaskProgress } from '../../storage/task-progress.js';
 
 /** Reading the registry costs one KV get per worker: pages opened together share one read. */
 const REGISTRY_CACHE_MS = 1_000;
-/** The task page shows this much of the end of an attempt's log (`sonar logs` has it all). */
-export const PAGE_LOG_CHARS = 64 * 1024;
-
 /** What a task's current attempt reported besides events: its progress and its log. */
 export interface TaskReports {
   /** Its latest progress, of this attempt; null when it reported none. */
@@ -123,26 +120,25 @@ export class DashboardData {
     return buildTaskView(key, snap, records);
   }
 
-  /** The progress and the log of the task's attempt `attempt` (0: none yet). */
+  /**
+   * The progress and the end of the log of the task's attempt `attempt` (0: none yet): its
+   * newest log chunk only, one read, so a page view costs the backend little however long
+   * the log. Neither ever fails the page.
+   */
   async taskReports(runId: string, taskId: string, attempt: number): Promise<TaskReports> {
     if (attempt === 0) return { progress: null, log: null };
     const { ctx } = this;
     this.progressStore ??= ProgressStore.open(ctx.nc, ctx.names).catch(() => null);
-    const store = await this.progressStore;
-    const progress = await store?.get(runId, taskId);
-    let text = '';
-    let cut = false;
-    await readLogChunks(ctx.jsm, ctx.names, { runId, taskId, attempt }, (c) => {
-      text += c.text;
-      cut ||= c.dropped > 0;
-      if (text.length > PAGE_LOG_CHARS) {
-        text = text.slice(-PAGE_LOG_CHARS);
-        cut = true;
-      }
-    });
+    const [store, chunk] = await Promise.all([
+      this.progressStore,
+      lastLogChunk(ctx.jsm, ctx.names, { runId, taskId, attempt }),
+    ]);
+    const progress = (await store?.get(runId, taskId)) ?? null;
+    const text = chunk.map((c) => c.text).join('');
+    const cut = chunk.some((c) => c.seq > 1 || c.dropped > 0);
     return {
       progress: progress?.attempt === attempt ? progress : null,
-      log: text === '' && !cut ? null : { attempt, text, cut },
+      log: chunk.length === 0 ? null : { attempt, text, cut },
     };
   }
 

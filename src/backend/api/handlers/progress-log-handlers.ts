@@ -9,8 +9,9 @@ import type { AttemptRequest } from './attempt.js';
 /**
  * `progress` and `log`: what a running attempt reports on the way. Stored outside the event
  * log (the `progress` bucket, the logs stream) and only for the attempt's holder: the current
- * attempt, Running, on the worker that asks, with its token. Nothing is appended to the log,
- * so a retried or duplicated report costs a rewrite at most.
+ * attempt, Running, on the worker that asks, with its token. Nothing is appended to the event
+ * log. A retried progress rewrites the same value; a retried log chunk carries its number,
+ * which the stream dedupes.
  */
 export function progressLogHandlers(ctx: BackendContext): Handlers {
   let progress: Promise<ProgressStore> | null = null;
@@ -20,13 +21,21 @@ export function progressLogHandlers(ctx: BackendContext): Handlers {
       throw err;
     }));
 
-  /** The attempt's publish count, once the request is shown to come from its holder. */
+  /**
+   * The attempt's publish count, once the request is shown to come from its holder. Judged
+   * on the projection as it stands, and only when that does not show the attempt held by the
+   * asker, again after catching up with the log: most reports need no read of the stream.
+   */
   const heldAttempt = async (req: AttemptRequest): Promise<number> => {
-    const a = await resolveAttempt(ctx, req);
-    if (!a.current || a.task.value !== 'Running' || a.task.context.workerId !== req.workerId) {
-      throw staleError(req, 'is not running on this worker');
-    }
-    return a.task.context.attempt;
+    const held = async (synced: boolean): Promise<number | null> => {
+      const a = await resolveAttempt(ctx, req, { synced });
+      const t = a.task;
+      const ok = a.current && t.value === 'Running' && t.context.workerId === req.workerId;
+      return ok ? t.context.attempt : null;
+    };
+    const attempt = (await held(true).catch(() => null)) ?? (await held(false));
+    if (attempt === null) throw staleError(req, 'is not running on this worker');
+    return attempt;
   };
 
   return {
@@ -49,7 +58,7 @@ export function progressLogHandlers(ctx: BackendContext): Handlers {
       await appendLogChunk(
         ctx.js,
         ctx.names,
-        { runId: req.runId, taskId: req.taskId, attempt },
+        { runId: req.runId, taskId: req.taskId, attempt, attemptId: req.attemptId },
         req,
       );
       return { runId: req.runId, taskId: req.taskId, attemptId: req.attemptId };
