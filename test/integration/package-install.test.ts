@@ -63,10 +63,18 @@ afterAll(async () => {
 });
 
 describe('the packed package, installed', () => {
-  it('ships dist/, bin/, README and LICENSE, and no sources, tests or build state', async () => {
+  it('ships dist/, bin/, docs/, README, CHANGELOG and LICENSE, and no sources, tests or build state', async () => {
     const installed = join(project, 'node_modules', ...pkg.name.split('/'));
     const top = (await readdir(installed)).sort();
-    expect(top).toEqual(['LICENSE', 'README.md', 'bin', 'dist', 'docs', 'package.json']);
+    expect(top).toEqual([
+      'CHANGELOG.md',
+      'LICENSE',
+      'README.md',
+      'bin',
+      'dist',
+      'docs',
+      'package.json',
+    ]);
     const dist = await readdir(join(installed, 'dist'), { recursive: true });
     expect(dist).toContain(join('src', 'index.d.ts'));
     expect(dist).toContain(join('src', 'http', 'dashboard', 'browser', 'app.js'));
