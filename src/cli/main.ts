@@ -1,54 +1,6 @@
-import { Command, CommanderError } from 'commander';
-import { registerBackend } from './commands/backend.js';
-import { registerCancel } from './commands/cancel.js';
-import { registerExport } from './commands/export.js';
-import { registerPlan } from './commands/plan.js';
-import { registerPoisoned } from './commands/poisoned.js';
-import { registerReplay } from './commands/replay.js';
-import { registerSubmit } from './commands/submit.js';
-import { registerTail } from './commands/tail.js';
-import { registerWorker } from './commands/worker.js';
-import { registerDev } from './commands/dev.js';
-import { registerRerun } from './commands/rerun.js';
-import { registerLogs } from './commands/logs.js';
-import { registerResults } from './commands/results.js';
-import { registerRevoke } from './commands/revoke.js';
-import { registerStatus } from './commands/status.js';
-import { registerWorkers } from './commands/workers.js';
-import { registerSweep } from './commands/sweep.js';
-import { registerCreds } from './commands/creds.js';
-import { HELP_FOOTER } from './help.js';
+import { CommanderError } from 'commander';
+import { buildProgram } from './program.js';
 import { reportError } from '../display/output.js';
-import { packageVersion } from '../package-info.js';
-
-/** `sonar <verb>` (DESIGN.md section 8): one file per verb under commands/. */
-export function buildProgram(): Command {
-  const program = new Command('sonar')
-    .description('Sonar: tasks for fleets of disposable workers, on NATS JetStream')
-    .version(packageVersion(), '-V, --version', 'print the version and exit')
-    .showHelpAfterError()
-    .exitOverride();
-  registerReplay(program);
-  registerExport(program);
-  registerTail(program);
-  registerPoisoned(program);
-  registerBackend(program);
-  registerWorker(program);
-  registerSubmit(program);
-  registerCancel(program);
-  registerRevoke(program);
-  registerPlan(program);
-  registerDev(program);
-  registerWorkers(program);
-  registerStatus(program);
-  registerResults(program);
-  registerLogs(program);
-  registerRerun(program);
-  registerSweep(program);
-  registerCreds(program);
-  program.addHelpText('after', HELP_FOOTER);
-  return program;
-}
 
 export async function main(argv: string[]): Promise<number> {
   const program = buildProgram();

@@ -76,7 +76,11 @@ export async function startLocalNats(
   await mkdir(storeDir, { recursive: true });
   await stopLeftover(pidFile, storeDir);
   if (port !== 0) await assertPortFree(port);
-  const server = await startNatsServer({ port: port === 0 ? -1 : port, storeDir });
+  const server = await startNatsServer({
+    port: port === 0 ? -1 : port,
+    storeDir,
+    ownProcessGroup: true,
+  });
   await writeFile(pidFile, `${server.pid}\n`);
   return Object.assign(server, {
     async stopAndForget() {

@@ -28,6 +28,14 @@ export interface NatsServerOptions {
    * `jetstream { store_dir }`, and `storeDir` should name the same dir.
    */
   config?: string;
+  /**
+   * Start it in a process group of its own. A terminal's Ctrl-C signals its whole foreground
+   * group: `sonar dev` needs the server until its workers have drained and reported their ends,
+   * so the Ctrl-C must reach `sonar dev` alone, which stops the server last. Tests leave it
+   * off, so that a Ctrl-C of a test run takes their servers down with it.
+   * @defaultValue false
+   */
+  ownProcessGroup?: boolean;
 }
 
 export interface NatsServer {
@@ -243,7 +251,10 @@ class NatsServerHandle implements NatsServer {
       ...(this.opts.args ?? []),
     ];
     installExitHook();
-    const child = spawn(this.bin, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(this.bin, args, {
+      stdio: ['ignore', 'ignore', 'pipe'],
+      detached: this.opts.ownProcessGroup === true,
+    });
     if (child.pid !== undefined) liveChildren.add(child);
     const proc = new Proc(child);
     this.proc = proc;

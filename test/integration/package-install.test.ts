@@ -6,50 +6,32 @@
  * - `tsc --noEmit` on a consumer of the exported types: one file compiles clean, one with a
  *   deliberate type error is refused;
  * - the installed bin answers `--version` (the package's) and `--help`.
- * Offline: the tarball's dependencies are in the npm cache since `npm ci` filled
- * node_modules (`--prefer-offline`). dist/ was built by vitest's globalSetup.
+ * The tarball and the offline install are test/helpers/packed-package.ts's (the examples test
+ * installs the same tarball). dist/ was built by vitest's globalSetup.
  */
 import { execFile, spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { APP_JS_OPTIONS, appJs } from '../../src/http/dashboard/assets/app-js.js';
 import { eventually } from '../helpers/eventually.js';
 import { startNatsServer } from '../helpers/nats-server.js';
 import type { NatsServer } from '../helpers/nats-server.js';
+import {
+  cleanEnv,
+  installedVersion,
+  npmInstall,
+  packedTarball,
+  pkg,
+  ROOT,
+  TSC,
+} from '../helpers/packed-package.js';
 
 const run = promisify(execFile);
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
-
-interface PackageJson {
-  name: string;
-  version: string;
-  bin: Record<string, string>;
-}
-const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as PackageJson;
-const TSC = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
-const TYPES_NODE = (
-  JSON.parse(
-    readFileSync(join(ROOT, 'node_modules', '@types', 'node', 'package.json'), 'utf8'),
-  ) as {
-    version: string;
-  }
-).version;
-
-/** The environment of every child: no loader or npm setting of this process leaks into it. */
-function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) {
-    if (k === 'NODE_OPTIONS' || k.startsWith('npm_') || k.startsWith('VITEST')) continue;
-    env[k] = v;
-  }
-  return { ...env, ...extra };
-}
 
 let dir: string;
 let project: string;
@@ -61,35 +43,14 @@ beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'sonar-pack-'));
   project = join(dir, 'consumer');
   await mkdir(project);
-  // No prepack: dist/ is already fresh (globalSetup), and a build here would rewrite it under
-  // the other test files' processes.
-  const packed = await run(
-    'npm',
-    ['pack', '--ignore-scripts', '--json', '--pack-destination', dir],
-    {
-      cwd: ROOT,
-      env: cleanEnv(),
-      maxBuffer: 16 * 1024 * 1024,
-    },
-  );
-  const [{ filename }] = JSON.parse(packed.stdout) as [{ filename: string }];
   await writeFile(
     join(project, 'package.json'),
     JSON.stringify({ name: 'sonar-consumer', private: true, type: 'module' }),
   );
-  await run(
-    'npm',
-    [
-      'install',
-      '--prefer-offline',
-      '--no-audit',
-      '--no-fund',
-      '--loglevel=error',
-      join(dir, filename),
-      `@types/node@${TYPES_NODE}`,
-    ],
-    { cwd: project, env: cleanEnv(), maxBuffer: 16 * 1024 * 1024 },
-  );
+  await npmInstall(project, [
+    await packedTarball(),
+    `@types/node@${installedVersion('@types/node')}`,
+  ]);
   bin = join(project, 'node_modules', '.bin', 'sonar');
 }, 150_000);
 
@@ -102,10 +63,18 @@ afterAll(async () => {
 });
 
 describe('the packed package, installed', () => {
-  it('ships dist/, bin/, README and LICENSE, and no sources, tests or build state', async () => {
+  it('ships dist/, bin/, docs/, README, CHANGELOG and LICENSE, and no sources, tests or build state', async () => {
     const installed = join(project, 'node_modules', ...pkg.name.split('/'));
     const top = (await readdir(installed)).sort();
-    expect(top).toEqual(['LICENSE', 'README.md', 'bin', 'dist', 'docs', 'package.json']);
+    expect(top).toEqual([
+      'CHANGELOG.md',
+      'LICENSE',
+      'README.md',
+      'bin',
+      'dist',
+      'docs',
+      'package.json',
+    ]);
     const dist = await readdir(join(installed, 'dist'), { recursive: true });
     expect(dist).toContain(join('src', 'index.d.ts'));
     expect(dist).toContain(join('src', 'http', 'dashboard', 'browser', 'app.js'));

@@ -21,7 +21,12 @@ import { reportError } from '../../display/output.js';
 export function registerBackend(program: Command): void {
   const cmd = program
     .command('backend')
-    .description('run a backend: the API, the projection, the reconciler and finalizers');
+    .summary('run a backend: the API, the projection, the reconciler and finalizers')
+    .description(
+      'run a backend: the API, the projection, the reconciler and finalizers. Run any number: each serves the API and finalizes, and the one holding the leader lock reconciles. ' +
+        'Every SONAR_* setting is also a flag (SONAR_PULSE_TTL is --pulse-ttl); a flag wins over the environment (docs/configuration.md). ' +
+        'SIGTERM or SIGINT stops it, each part within SONAR_STOP_GRACE.',
+    );
   for (const v of configVariables) cmd.option(`--${configFlag(v)} <value>`, configHelp(v));
   cmd.option('--server <url>', 'NATS server (same as --nats-url)');
   cmd.option(

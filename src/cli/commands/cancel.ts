@@ -8,7 +8,10 @@ import type { ConnectionFlags } from '../context.js';
 export function registerCancel(program: Command): void {
   program
     .command('cancel')
-    .description('cancel a run (its open tasks and unfinished steps), or one task of it')
+    .summary('cancel a run, or one task of it')
+    .description(
+      'cancel a run (its open tasks are cancelled and its unfinished steps skipped), or with --task one task of it',
+    )
     .argument('<run>', 'run id')
     .option('--task <id>', 'cancel only this task')
     .option('--reason <text>', 'recorded in the events', 'cancelled by operator')

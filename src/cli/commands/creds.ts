@@ -10,10 +10,16 @@ import { loadProcessConfig } from '../../config.js';
 export function registerCreds(program: Command): void {
   const creds = program
     .command('creds')
-    .description('credentials for secure mode (NATS operator mode, one JWT per worker)');
+    .summary('credentials for secure mode (NATS operator mode, one JWT per worker)')
+    .description(
+      'credentials for secure mode (NATS operator mode, one JWT per worker); docs/operations.md, "Credentials (secure mode)", says how to deploy them',
+    );
   creds
     .command('init')
-    .description('write the operator, accounts, role creds, signing keys and resolver.conf')
+    .summary('write the operator, accounts, role creds, signing keys and resolver.conf')
+    .description(
+      'write the operator, accounts, role creds, signing keys and resolver.conf into DIR, and print which file goes to which process, as which setting. An existing file is never replaced: it is refused (exit 1).',
+    )
     .argument('<dir>', 'directory to write into (created; existing files are never replaced)')
     .option('--prefix <prefix>', 'topology prefix the permissions name (default: SONAR_PREFIX)')
     .option(

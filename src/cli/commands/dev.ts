@@ -46,7 +46,12 @@ function banner(stack: DevStack, color: boolean): string {
 export function registerDev(program: Command): void {
   program
     .command('dev')
-    .description('run the embedded default: a local nats-server, the backend and three workers')
+    .summary('run the embedded default: a local nats-server, the backend and three workers')
+    .description(
+      'run the embedded default: a local `nats-server -js` (its state and logs under --dir), the backend in this process, and local workers under a supervisor (tags io,linux with 3 slots, linux with 2, linux,gpu with 1, in turn for more --workers). ' +
+        'Without --demo it keeps running for your own runs until Ctrl-C (SIGINT) or SIGTERM, which drains the workers and stops the backend and the server. ' +
+        'With --demo it submits a sample run, shows it live, SIGKILLs a worker halfway to show the recovery, prints a summary and stops: exit 0 when the run succeeded.',
+    )
     .option('--demo', 'submit a sample run, show it live, kill a worker halfway, then stop')
     .option('--fast', 'short ticks, pulses and sleeps (CI)')
     .option('--port <n>', 'nats-server port on 127.0.0.1; 0 picks a free port', '4222')

@@ -10,7 +10,10 @@ import { writeOut } from '../../display/output.js';
 export function registerExport(program: Command): void {
   program
     .command('export')
-    .description('write the event log as JSONL to stdout')
+    .summary('write the event log as JSONL to stdout')
+    .description(
+      'write the event log as JSONL to stdout, in stream order, one {seq, subject, time, type, data} per line: what `sonar replay` and `sonar plan` read',
+    )
     .option('--run <id>', 'only the events of this run')
     .option('--server <url>', 'NATS server (default: SONAR_NATS_URL)')
     .option('--prefix <prefix>', 'topology prefix (default: SONAR_PREFIX)')

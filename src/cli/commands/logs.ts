@@ -30,7 +30,12 @@ interface LogsFlags extends ConnectionFlags {
 export function registerLogs(program: Command): void {
   program
     .command('logs')
-    .description("print a task attempt's stdout and stderr; --follow streams a running one")
+    .summary("print a task attempt's log; --follow streams a running one")
+    .description(
+      "print what one attempt of a task wrote to its log (ctx.log() of a handler, a command's stderr; a command's stdout is its output, see sonar results), the latest attempt unless --attempt says, to stdout in the order written. " +
+        'Each attempt keeps its newest 128 chunks (up to 4 MiB) for SONAR_RETENTION, within SONAR_LOGS_MAX_BYTES in all; a gap the worker left is shown as [sonar: N bytes not kept]. ' +
+        'With --follow it waits for the first attempt of a task not yet published and goes on while the attempt runs; Ctrl-C stops it.',
+    )
     .argument('<run>', 'run id')
     .argument('<task>', 'task id')
     .option('--attempt <n>', 'which attempt (1 = the first publish; default: the latest)')

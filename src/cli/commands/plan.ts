@@ -137,7 +137,11 @@ const DEFAULTS = {
 export function registerPlan(program: Command): void {
   program
     .command('plan')
-    .description("print one reconcile tick's decisions for an event log and a registry snapshot")
+    .summary("print one reconcile tick's decisions for an event log and a registry snapshot")
+    .description(
+      "print one reconcile tick's decisions (what the leading backend would publish, requeue or declare Lost) for an event log and a registry snapshot, at the clock --now, with the reconciler's own pure planner; the age floor after a start is taken as passed. " +
+        'Needs no server: it explains a decision from an exported log. Every planner setting is a flag.',
+    )
     .argument('<events>', 'event log, one event per line (`sonar export` writes one)')
     .requiredOption('--live <file>', 'registry snapshot: a JSON array of registry entries')
     .requiredOption('--now <time>', 'the clock, ISO-8601 (e.g. 2026-01-01T00:10:00.000Z)')

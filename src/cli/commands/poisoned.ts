@@ -78,7 +78,11 @@ function showText(d: PoisonedDetail): string {
 export function registerPoisoned(program: Command): void {
   const cmd = program
     .command('poisoned')
-    .description('inspect, retry or cancel tasks whose finalization was poisoned');
+    .summary('inspect, retry or cancel tasks whose finalization was poisoned')
+    .description(
+      'inspect, retry or cancel tasks whose finalization was poisoned: it failed for good (a permanent error, or SONAR_FINALIZE_MAX_DELIVER deliveries of its job; the errors are in sonar_finalize_errors), and the task holds its step until an operator settles it. ' +
+        'Tasks are named RUN.TASK. Each subcommand asks a backend (sonar.api.poisoned.*), which needs backends of this version.',
+    );
   const common = (c: Command) =>
     c
       .option('--json', 'print JSON')
@@ -86,7 +90,12 @@ export function registerPoisoned(program: Command): void {
       .option('--prefix <prefix>', 'topology prefix (default: SONAR_PREFIX)');
 
   common(
-    cmd.command('list').description('list poisoned tasks').option('--run <id>', 'only this run'),
+    cmd
+      .command('list')
+      .description(
+        "list poisoned tasks: each one's attempt, operator retries so far and last error",
+      )
+      .option('--run <id>', 'only this run'),
   ).action(async (flags: Flags & { run?: string }) => {
     if (flags.run !== undefined) assertId('--run', flags.run);
     const { tasks: rows } = await operatorRequest(flags, (api) =>
@@ -101,7 +110,9 @@ export function registerPoisoned(program: Command): void {
   common(
     cmd
       .command('show')
-      .description('error history and output ref of a task')
+      .description(
+        'show a poisoned task: its step, attempt, output ref and size, and every finalization error (when, which delivery, whether permanent)',
+      )
       .argument('<task>', 'RUN.TASK'),
   ).action(async (ref: string, flags: Flags) => {
     const detail = await operatorRequest(flags, (api) =>
@@ -113,7 +124,9 @@ export function registerPoisoned(program: Command): void {
   common(
     cmd
       .command('retry')
-      .description('finalize a poisoned task again (after fixing the cause)')
+      .description(
+        'finalize a poisoned task again once its cause is fixed: a new finalization job, in a new round; its step, Blocked by it, is Ready again',
+      )
       .argument('<task>', 'RUN.TASK')
       .option('--by <name>', 'who retries (default: user@host)'),
   ).action(async (ref: string, flags: Flags & { by?: string }) => {
@@ -131,7 +144,9 @@ export function registerPoisoned(program: Command): void {
   common(
     cmd
       .command('cancel')
-      .description('cancel a poisoned task; its step then fails')
+      .description(
+        'cancel a poisoned task, giving its output up: its step fails (at once when it was Blocked, else once its other tasks settle)',
+      )
       .argument('<task>', 'RUN.TASK')
       .option('--reason <text>', 'why', 'poisoned task cancelled by an operator'),
   ).action(async (ref: string, flags: Flags & { reason: string }) => {

@@ -10,7 +10,10 @@ import { UsageError } from '../../display/output.js';
 export function registerReplay(program: Command): void {
   program
     .command('replay')
-    .description('rebuild state from an event log (JSONL) and print it')
+    .summary('rebuild state from an event log (JSONL) and print it')
+    .description(
+      "rebuild the state from an event log (JSONL, as `sonar export` writes it) with the backend's own fold, and print it; lines that do not parse and events a machine refuses are listed under skipped. Needs no server.",
+    )
     .argument('<file>', 'event log, one event per line (`sonar export` writes one)')
     .option('--json', 'print the state as JSON (DESIGN.md section 8)')
     .action(async (file: string, opts: { json?: boolean }) => {

@@ -22,7 +22,11 @@ interface RerunFlags extends ConnectionFlags {
 export function registerRerun(program: Command): void {
   program
     .command('rerun')
-    .description('submit a new run of the tasks of a finished run that did not succeed')
+    .summary('submit a new run of the tasks of a finished run that did not succeed')
+    .description(
+      "submit a new run of the tasks of a finished run that did not succeed (Failed, Dead, Cancelled, Poisoned, or never run because their step was skipped), with the same steps, commands and inputs; a step left with no task is dropped, and from the others' `after`. " +
+        'Refused while the run still runs, and when every task succeeded.',
+    )
     .argument('<run>', 'the finished run')
     .option('--failed', 'take the tasks that did not succeed (required: the only mode)')
     .requiredOption('--as <newRun>', 'id of the new run')

@@ -62,7 +62,11 @@ function listText(runId: string, results: StoredResult[]): string {
 export function registerResults(program: Command): void {
   program
     .command('results')
-    .description('print the results of a run, or one task output')
+    .summary('print the results of a run, or one task output')
+    .description(
+      "print the results the finalizers wrote to the sonar_results sink: each task's size and a preview of its output. " +
+        "With --task, that task's whole output on stdout, fetched from the output store when it is too large for the sink (over 16 KiB).",
+    )
     .argument('<run>', 'run id')
     .option('--task <id>', "print this task's whole output (raw bytes; JSON with --json)")
     .option('--json', 'print JSON: {"runId","results":[...]} or one result with its output')

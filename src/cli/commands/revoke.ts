@@ -16,8 +16,11 @@ interface RevokeReply {
 export function registerRevoke(program: Command): void {
   program
     .command('revoke')
-    .description(
+    .summary(
       "revoke a worker's credential: it is declared Lost (its tasks requeued) and disconnected",
+    )
+    .description(
+      "revoke a worker's credential: it is declared Lost (its tasks requeued) and disconnected; its id may never enroll or renew again. Prints whether the revocation was pushed to the server (then the worker is cut off at once).",
     )
     .argument('<worker>', 'worker id')
     .option('--reason <text>', 'recorded in the backend log', 'revoked by operator')

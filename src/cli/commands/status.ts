@@ -147,8 +147,10 @@ function eventsStoreText(s: NonNullable<StatusView['eventsStore']>, color: boole
 export function registerStatus(program: Command): void {
   program
     .command('status')
+    .summary('show workers, capacity, runs, starved steps, queues and the leader')
     .description(
-      'show live workers, capacity, tasks by state per run and step, starved steps, the finalize queue, poisoned tasks and the leader',
+      "show live workers (tags, slots, active or draining, pulse age by the server's clock), capacity per tag and in all, tasks by state per run and step, starved steps, the finalize queue depth, the poisoned count and the reconciler leader. " +
+        "It folds the event log in this process, as a backend does, and computes capacity and starvation with the reconciler's own planner.",
     )
     .option('--run <id>', 'only this run (any state)')
     .option('--all', 'every run, finished ones too (default: runs with open work)')

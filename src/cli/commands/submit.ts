@@ -112,7 +112,12 @@ async function watchRun(
 export function registerSubmit(program: Command): void {
   program
     .command('submit')
-    .description('submit a run file; with --wait, follow it to its end')
+    .summary('submit a run file; with --wait, follow it to its end')
+    .description(
+      'submit a run file: checked whole first (every problem listed, exit 2, nothing sent), then sent in chunks; prints the run id and its task count. ' +
+        'Submitting the same file again is the same run (it completes a submit cut short); another file under the same runId is refused. ' +
+        'With --wait it shows a progress bar per step (done/total, rate, ETA) until the run ends, then exits 0 when the run succeeded and 1 when it failed, listing each task that did not succeed with its exit code and error.',
+    )
     .argument('<file>', 'run file (JSON); `-` reads stdin')
     .option('--wait', 'show progress until the run ends; exit 0 if it succeeded, 1 otherwise')
     .option('--json', 'print JSON: the submit answer, and with --wait the final state')

@@ -33,8 +33,10 @@ function reportText(r: SweepReport): string {
 export function registerSweep(program: Command): void {
   program
     .command('sweep')
+    .summary('run one full sweep now on a backend')
     .description(
-      'run one full sweep now on a backend: stale dispatches, lost and stuck jobs, orphans, retention',
+      'run one full sweep now on a backend, as the backends do every SONAR_FULL_SWEEP: stale dispatches, lost and stuck finalization jobs, orphaned tasks, retention. ' +
+        'Each repair is shown on stderr as it begins, then the report is printed; exit 1 when a repair failed. Needs a backend of this version (sonar.api.sweep).',
     )
     .option('--json', 'print the report as JSON')
     .option('--server <url>', 'NATS server (default: SONAR_NATS_URL)')

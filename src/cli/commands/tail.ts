@@ -68,7 +68,11 @@ function matches(r: EventRecord, f: TailFlags): boolean {
 export function registerTail(program: Command): void {
   program
     .command('tail')
-    .description('follow events live')
+    .summary('follow events live')
+    .description(
+      'follow the event log live, one readable line per event (coloured on a terminal), or JSONL with --json. ' +
+        'It starts at new events, or --since ago, and runs until Ctrl-C (SIGINT) or SIGTERM.',
+    )
     .option('--run <id>', 'only this run')
     .option('--task <id>', 'only this task (with --run, exactly that task)')
     .option('--type <type>', 'only this event type, e.g. TaskRequeued')

@@ -8,6 +8,7 @@ import type { TaskHandler } from '../../worker/options.js';
 import { runCommand } from '../../worker/task-runner.js';
 import { createWorker } from '../../worker/worker.js';
 import { UsageError } from '../../display/output.js';
+import { configHelp } from '../config-help.js';
 
 interface WorkerFlags {
   tags: string;
@@ -44,7 +45,13 @@ function progressValueOf(line: string): unknown {
 export function registerWorker(program: Command): void {
   program
     .command('worker')
-    .description('run a worker: pull tasks for its tags and run them')
+    .summary('run a worker: pull tasks for its tags and run them')
+    .description(
+      'run a worker: pull tasks for its tags and run them, each as a command (argv, no shell): with `-- CMD ARGS...` every task runs that command, without it each task runs its own `command`. ' +
+        "The task input is written to the command's stdin as JSON, and its stdout is the output; exit 0 succeeds, any other exit fails the attempt (retried up to the task's maxAttempts). " +
+        'The command gets SONAR_RUN_ID, SONAR_TASK_ID and SONAR_ATTEMPT_ID in its environment. ' +
+        'SIGTERM or SIGINT drains (running tasks finish within the drain grace; a second signal releases them at once); exit 0 once drained, 1 when the worker failed (e.g. it was declared Lost).',
+    )
     .requiredOption('--tags <tags>', 'comma-separated routing tags, e.g. linux,gpu')
     .option(
       '--slots <n>',
@@ -54,10 +61,10 @@ export function registerWorker(program: Command): void {
     .option('--spot', 'watch for spot interruption notices (default: when IMDS answers)')
     .option('--no-spot', 'never watch for spot notices')
     .option('--worker-id <id>', 'worker id (default: <host>-<nuid>); used once')
-    .option('--drain-grace <duration>', 'SONAR_DRAIN_GRACE (default 20s)')
-    .option('--spot-margin <duration>', 'SONAR_SPOT_MARGIN (default 10s)')
-    .option('--imds-url <url>', 'SONAR_IMDS_URL')
-    .option('--max-output <size>', 'SONAR_MAX_OUTPUT (default 64MiB)')
+    .option('--drain-grace <duration>', configHelp('SONAR_DRAIN_GRACE'))
+    .option('--spot-margin <duration>', configHelp('SONAR_SPOT_MARGIN'))
+    .option('--imds-url <url>', configHelp('SONAR_IMDS_URL'))
+    .option('--max-output <size>', configHelp('SONAR_MAX_OUTPUT'))
     .option(
       '--commands <policy>',
       'task commands accepted: any, none, or a comma-separated list of absolute paths or names (SONAR_WORKER_COMMANDS, default any)',

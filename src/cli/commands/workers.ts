@@ -66,8 +66,12 @@ export function describeSupervisorEvent(e: SupervisorEvent): string {
 export function registerWorkers(program: Command): void {
   program
     .command('workers')
-    .description(
+    .summary(
       'run N local workers under a supervisor: a dead worker is reported at once and respawned',
+    )
+    .description(
+      'run N local `sonar worker` processes under a supervisor: a child that dies is reported to the backend at once (sonar.api.exited: its tasks are requeued without waiting for its pulse to expire) and respawned with a fresh worker id, with a backoff while it keeps dying. ' +
+        'SIGTERM or SIGINT drains every child, then exits; a child whose supervisor dies drains on its own.',
     )
     .option('--count <n>', 'how many worker processes', '1')
     .requiredOption('--tags <tags>', 'comma-separated routing tags of every worker, e.g. linux,gpu')
