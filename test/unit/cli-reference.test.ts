@@ -18,6 +18,7 @@ const VERBS = [
   'submit',
   'status',
   'results',
+  'logs',
   'tail',
   'cancel',
   'rerun',
