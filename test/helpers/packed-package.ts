@@ -4,13 +4,17 @@
  * unchanged, and `npm install` of it into a fresh project, offline when the npm cache holds
  * the dependencies (it does since `npm ci` filled node_modules: `--prefer-offline`).
  */
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { readFileSync, readdirSync, statSync } from 'node:fs';
 import { mkdir, mkdtemp, readdir, rename, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, relative, sep } from 'node:path';
 import { promisify } from 'node:util';
+import { eventually } from './eventually.js';
+import { startNatsServer } from './nats-server.js';
+import type { NatsServer } from './nats-server.js';
 import { ROOT } from './worker-fixtures.js';
 
 export { ROOT };
@@ -129,4 +133,70 @@ export async function npmInstall(project: string, specs: string[] = []): Promise
     ['install', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error', ...specs],
     { cwd: project, env: cleanEnv(), maxBuffer: 16 * 1024 * 1024 },
   );
+}
+
+/**
+ * What a test of the installed package runs against: a nats-server of its own and the
+ * installed `sonar backend`, with fast test timings; every child it was given is SIGKILLed
+ * by `stop()` if still running.
+ */
+export interface InstalledWorld {
+  nats: NatsServer;
+  backend: ChildProcess;
+  env: NodeJS.ProcessEnv;
+  /** The backend's stderr so far (its JSON log). */
+  backendLog(): string;
+  /** Registers a child to kill at `stop()`. */
+  own(child: ChildProcess): ChildProcess;
+  stop(): Promise<void>;
+}
+
+/** Starts a nats-server and `bin backend` in `cwd`, with prefix `prefix`. */
+export async function startInstalledWorld(
+  bin: string,
+  cwd: string,
+  prefix: string,
+): Promise<InstalledWorld> {
+  const children = new Set<ChildProcess>();
+  const nats = await startNatsServer();
+  const env = cleanEnv({
+    SONAR_NATS_URL: nats.url,
+    SONAR_PREFIX: prefix,
+    SONAR_TICK: '200ms',
+    SONAR_PULSE_INTERVAL: '300ms',
+    SONAR_PULSE_TTL: '3s',
+    SONAR_DRAIN_GRACE: '2s',
+    SONAR_IMDS_URL: 'http://127.0.0.1:9',
+    SONAR_LOG_LEVEL: 'info',
+  });
+  const backend = spawn(bin, ['backend'], { cwd, env, stdio: ['ignore', 'ignore', 'pipe'] });
+  children.add(backend);
+  let log = '';
+  backend.stderr.on('data', (c: Buffer) => (log += c.toString()));
+  const world: InstalledWorld = {
+    nats,
+    backend,
+    env,
+    backendLog: () => log,
+    own: (child) => {
+      children.add(child);
+      return child;
+    },
+    stop: async () => {
+      for (const child of children) {
+        if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      }
+      await nats.stop();
+    },
+  };
+  try {
+    await eventually(() => log.includes('"backend started"'), {
+      timeoutMs: 30_000,
+      message: 'backend started',
+    });
+  } catch (err: unknown) {
+    await world.stop();
+    throw err;
+  }
+  return world;
 }

@@ -9,23 +9,20 @@
  * project's install holds.
  */
 import { execFile, spawn } from 'node:child_process';
-import type { ChildProcess } from 'node:child_process';
 import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { eventually } from '../helpers/eventually.js';
-import { startNatsServer } from '../helpers/nats-server.js';
-import type { NatsServer } from '../helpers/nats-server.js';
 import {
-  cleanEnv,
   installedVersion,
   npmInstall,
   packedTarball,
   pkg,
   ROOT,
+  startInstalledWorld,
 } from '../helpers/packed-package.js';
+import type { InstalledWorld } from '../helpers/packed-package.js';
 
 const run = promisify(execFile);
 const EXAMPLES = join(ROOT, 'examples');
@@ -39,15 +36,13 @@ interface ExamplePackage {
 let dir: string;
 let project: string;
 let bin: string;
-let nats: NatsServer;
+let world: InstalledWorld | undefined;
 let env: NodeJS.ProcessEnv;
-let backendLog = '';
-const children = new Set<ChildProcess>();
 
 /** A long-running child of the test, killed in afterAll if it is still running. */
 function start(command: string, args: string[], cwd: string) {
   const child = spawn(command, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  children.add(child);
+  world!.own(child);
   let out = '';
   child.stdout.on('data', (c: Buffer) => (out += c.toString()));
   child.stderr.on('data', (c: Buffer) => (out += c.toString()));
@@ -64,7 +59,7 @@ async function runToEnd(command: string, args: string[], cwd: string, timeout = 
   } catch (err: unknown) {
     const e = err as { message: string; stdout?: string; stderr?: string };
     throw new Error(
-      `${[command, ...args].join(' ')} failed: ${e.message}\n${e.stdout}\n${e.stderr}\nbackend:\n${backendLog.slice(-4000)}`,
+      `${[command, ...args].join(' ')} failed: ${e.message}\n${e.stdout}\n${e.stderr}\nbackend:\n${world?.backendLog().slice(-4000)}`,
     );
   }
 }
@@ -94,31 +89,12 @@ beforeAll(async () => {
   await npmInstall(project);
   bin = join(project, 'node_modules', '.bin', 'sonar');
 
-  nats = await startNatsServer();
-  env = cleanEnv({
-    SONAR_NATS_URL: nats.url,
-    SONAR_PREFIX: `ex${Date.now().toString(36)}`,
-    SONAR_TICK: '200ms',
-    SONAR_PULSE_INTERVAL: '300ms',
-    SONAR_PULSE_TTL: '3s',
-    SONAR_DRAIN_GRACE: '2s',
-    SONAR_IMDS_URL: 'http://127.0.0.1:9',
-    SONAR_LOG_LEVEL: 'info',
-  });
-  const backend = spawn(bin, ['backend'], { cwd: dir, env, stdio: ['ignore', 'ignore', 'pipe'] });
-  children.add(backend);
-  backend.stderr.on('data', (c: Buffer) => (backendLog += c.toString()));
-  await eventually(() => backendLog.includes('"backend started"'), {
-    timeoutMs: 30_000,
-    message: 'backend started',
-  });
+  world = await startInstalledWorld(bin, dir, `ex${Date.now().toString(36)}`);
+  env = world.env;
 }, 180_000);
 
 afterAll(async () => {
-  for (const child of children) {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  }
-  await nats?.stop();
+  await world?.stop();
   if (dir !== undefined) await rm(dir, { recursive: true, force: true });
 });
 

@@ -9,8 +9,7 @@
  * The tarball and the offline install are test/helpers/packed-package.ts's (the examples test
  * installs the same tarball). dist/ was built by vitest's globalSetup.
  */
-import { execFile, spawn } from 'node:child_process';
-import type { ChildProcess } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -18,9 +17,6 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { APP_JS_OPTIONS, appJs } from '../../src/http/dashboard/assets/app-js.js';
-import { eventually } from '../helpers/eventually.js';
-import { startNatsServer } from '../helpers/nats-server.js';
-import type { NatsServer } from '../helpers/nats-server.js';
 import {
   cleanEnv,
   installedVersion,
@@ -29,15 +25,16 @@ import {
   pkg,
   ROOT,
   TSC,
+  startInstalledWorld,
 } from '../helpers/packed-package.js';
+import type { InstalledWorld } from '../helpers/packed-package.js';
 
 const run = promisify(execFile);
 
 let dir: string;
 let project: string;
 let bin: string;
-let nats: NatsServer | undefined;
-const children = new Set<ChildProcess>();
+let world: InstalledWorld | undefined;
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'sonar-pack-'));
@@ -55,10 +52,7 @@ beforeAll(async () => {
 }, 150_000);
 
 afterAll(async () => {
-  for (const child of children) {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  }
-  await nats?.stop();
+  await world?.stop();
   if (dir !== undefined) await rm(dir, { recursive: true, force: true });
 });
 
@@ -101,30 +95,8 @@ describe('the packed package, installed', () => {
   });
 
   it('a plain .mjs program runs a worker and a run through the SDK, against `sonar backend`', async () => {
-    nats = await startNatsServer();
-    const prefix = `pkg${Date.now().toString(36)}`;
-    const env = cleanEnv({
-      SONAR_NATS_URL: nats.url,
-      SONAR_PREFIX: prefix,
-      SONAR_TICK: '200ms',
-      SONAR_PULSE_INTERVAL: '300ms',
-      SONAR_PULSE_TTL: '3s',
-      SONAR_DRAIN_GRACE: '2s',
-      SONAR_IMDS_URL: 'http://127.0.0.1:9',
-      SONAR_LOG_LEVEL: 'info',
-    });
-    const backend = spawn(bin, ['backend'], {
-      cwd: project,
-      env,
-      stdio: ['ignore', 'ignore', 'pipe'],
-    });
-    children.add(backend);
-    let backendLog = '';
-    backend.stderr.on('data', (c: Buffer) => (backendLog += c.toString()));
-    await eventually(() => backendLog.includes('"backend started"'), {
-      timeoutMs: 30_000,
-      message: 'backend started',
-    });
+    world = await startInstalledWorld(bin, project, `pkg${Date.now().toString(36)}`);
+    const { env, backend } = world;
 
     await writeFile(
       join(project, 'main.mjs'),
@@ -164,7 +136,7 @@ process.exit(status.state === 'Succeeded' ? 0 : 1);
       timeout: 50_000,
     }).catch((err: { stdout?: string; stderr?: string; message: string }) => {
       throw new Error(
-        `main.mjs failed: ${err.message}\n${err.stdout}\n${err.stderr}\nbackend:\n${backendLog.slice(-4000)}`,
+        `main.mjs failed: ${err.message}\n${err.stdout}\n${err.stderr}\nbackend:\n${world?.backendLog().slice(-4000)}`,
       );
     });
     const out = JSON.parse(program.stdout.trim().split('\n').at(-1)!) as {
