@@ -183,7 +183,10 @@ export class TaskExecution {
       return;
     }
     // Ack only once start has answered: until then the message is the task's only trace.
-    await m.ackAck().catch((err: unknown) => log.debug('ack not confirmed', { err }));
+    // A plain ack, not a confirmed one: the start event now fences the task (attempt, token,
+    // holder), so a lost ack only redelivers the message, whose start then answers stale and
+    // the message is terminated; a confirmation would buy nothing but a round trip.
+    m.ack();
     const task: RunningTask = { key, dispatch: d, ac: new AbortController(), why: null };
     this.tasks.set(task.key, task);
     this.starting.delete(key);
