@@ -73,6 +73,7 @@ export const Verb = {
   Sweep: 'sweep',
   Progress: 'progress',
   Log: 'log',
+  Batch: 'batch',
 } as const;
 export type Verb = (typeof Verb)[keyof typeof Verb];
 
@@ -93,7 +94,14 @@ export const WORKER_VERBS: ReadonlySet<Verb> = new Set([
   Verb.Renew,
   Verb.Progress,
   Verb.Log,
+  Verb.Batch,
 ]);
+
+/** The verbs a `batch` request may carry: the two a busy worker sends for every task. */
+export const BATCHABLE_VERBS = [Verb.Start, Verb.Result] as const;
+export type BatchableVerb = (typeof BATCHABLE_VERBS)[number];
+/** At most this many requests in one `batch`. */
+export const MAX_BATCH = 64;
 
 /** A NATS user public key (an nkey starting with `U`): a worker's own key pair. */
 const userPublicKey = z
@@ -227,6 +235,15 @@ export const requestSchemas = {
     dropped: z.number().int().min(0).default(0),
     // The attempt's last chunk: a follower stops here.
     end: z.boolean().default(false),
+  }),
+  // Several start or result requests of one worker in one message, each answered as if
+  // sent alone; each body is checked against its own verb's schema by the backend.
+  [Verb.Batch]: z.strictObject({
+    workerId: id,
+    requests: z
+      .array(z.strictObject({ verb: z.enum(BATCHABLE_VERBS), body: z.unknown() }))
+      .min(1)
+      .max(MAX_BATCH),
   }),
 } as const;
 
