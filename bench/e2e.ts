@@ -12,7 +12,8 @@
  * Targets: throughput >= 60% of the ceiling (raw async publish in this run / JetStream writes
  * per task); <= 8 writes per task on the default path; submit-to-start p50 <= 20 ms at
  * 50 tasks/s; backend RSS < 300 MB at 100k tasks; restart rebuild < 10 s at 1M events.
- * `--prof DIR` writes CPU profiles of the backend and workers there.
+ * `--prof DIR` writes CPU profiles of the backend and workers there. `--throughput-only` runs
+ * the raw publish and throughput rounds alone (message counts by kind, quickly).
  */
 import { mkdirSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -28,7 +29,8 @@ import type { Env } from './e2e/phases.js';
 import { startBackend, startWorker } from './e2e/procs.js';
 import type { Child } from './e2e/procs.js';
 import { replayAtScale } from './e2e/replay-scale.js';
-import { costTable, mainRows, printTable } from './e2e/report.js';
+import { costTable, kindTable, mainRows, printTable } from './e2e/report.js';
+import { countTraffic } from './e2e/traffic.js';
 import type { E2eResult } from './e2e/report.js';
 
 const arg = (name: string, fallback: number): number => {
@@ -42,6 +44,7 @@ const opts = {
   rounds: arg('rounds', 2),
   events: arg('events', 1_000_000),
   json: process.argv.includes('--json'),
+  throughputOnly: process.argv.includes('--throughput-only'),
   prof: (() => {
     const i = process.argv.indexOf('--prof');
     return i === -1 ? undefined : process.argv[i + 1];
@@ -58,6 +61,7 @@ async function main(): Promise<void> {
   const server = await startNatsServer({ args: ['-m', String(monitorPort)] });
   const nc = await connect({ servers: server.url, noAsyncTraces: true });
   const children: Child[] = [];
+  const traffic = await countTraffic(server.url, 'bench', connect);
   try {
     const prefix = 'bench';
     const n = names(prefix);
@@ -92,7 +96,7 @@ async function main(): Promise<void> {
       jsm,
       n,
       client: new SonarClient(nc, { prefix }),
-      sample: sampler(pids, `http://127.0.0.1:${monitorPort}`),
+      sample: sampler(pids, `http://127.0.0.1:${monitorPort}`, traffic),
     };
     const result: E2eResult = {
       machine: { cpus: (await import('node:os')).cpus().length, node: process.version },
@@ -114,11 +118,12 @@ async function main(): Promise<void> {
       result.throughput.push(await throughput(env, `tp${r}`, opts.tasks));
       result.rawPublish.push(await rawPublishRate(nc, jsm, n, env.sample));
     }
-    for (let r = 0; r < opts.rounds; r++) {
+    for (let r = 0; r < (opts.throughputOnly ? 0 : opts.rounds); r++) {
       log(`light load round ${r + 1}`);
       result.light.push(await lightLoad(env, `lat${r}x`, 50, 300));
     }
-    for (let r = 0; r < Math.min(opts.rounds, opts.workers - 1); r++) {
+    const recoveries = opts.throughputOnly ? 0 : Math.min(opts.rounds, opts.workers - 1);
+    for (let r = 0; r < recoveries; r++) {
       log(`recovery round ${r + 1}`);
       const live = opts.workers - r;
       result.recovery.push(
@@ -126,11 +131,11 @@ async function main(): Promise<void> {
       );
     }
     for (const c of children.splice(0).reverse()) await c.stop();
-    for (let r = 0; r < opts.rounds; r++) {
+    for (let r = 0; r < (opts.throughputOnly ? 0 : opts.rounds); r++) {
       log(`memory at 100k tasks, round ${r + 1}`);
       result.memory.push(await memoryAt(nc, server.url, 100_000, `benchmem${r}`));
     }
-    if (opts.events > 0) {
+    if (opts.events > 0 && !opts.throughputOnly) {
       log(`replay at ${opts.events} events`);
       result.replay = await replayAtScale(nc, server.url, opts.events, opts.prof);
     }
@@ -139,9 +144,15 @@ async function main(): Promise<void> {
       printTable(['measure', 'result (range over rounds)', 'target'], mainRows(result));
       console.log('');
       printTable(['JetStream write', 'stream', 'per task'], costTable(result.throughput, prefix));
+      console.log('');
+      printTable(
+        ['nats-server messages, by kind', 'in + out per task'],
+        kindTable(result.throughput),
+      );
     }
   } finally {
     for (const c of children.reverse()) await c.stop('SIGKILL');
+    await traffic.stop();
     await nc.close();
     await server.stop();
   }

@@ -72,6 +72,7 @@ export const Verb = {
   Sweep: 'sweep',
   Progress: 'progress',
   Log: 'log',
+  Batch: 'batch',
 } as const;
 export type Verb = (typeof Verb)[keyof typeof Verb];
 
@@ -92,7 +93,14 @@ export const WORKER_VERBS: ReadonlySet<Verb> = new Set([
   Verb.Renew,
   Verb.Progress,
   Verb.Log,
+  Verb.Batch,
 ]);
+
+/** The verbs a `batch` request may carry: the two a busy worker sends for every task. */
+export const BATCHABLE_VERBS = [Verb.Start, Verb.Result] as const;
+export type BatchableVerb = (typeof BATCHABLE_VERBS)[number];
+/** At most this many requests in one `batch`. */
+export const MAX_BATCH = 64;
 
 /** A NATS user public key (an nkey starting with `U`): a worker's own key pair. */
 const userPublicKey = z
@@ -239,6 +247,15 @@ export const requestSchemas = {
         });
       }
     }),
+  // Several start or result requests of one worker in one message, each answered as if
+  // sent alone; each body is checked against its own verb's schema by the backend.
+  [Verb.Batch]: z.strictObject({
+    workerId: id,
+    requests: z
+      .array(z.strictObject({ verb: z.enum(BATCHABLE_VERBS), body: z.unknown() }))
+      .min(1)
+      .max(MAX_BATCH),
+  }),
 } as const;
 
 export type RequestOf<V extends Verb> = z.input<(typeof requestSchemas)[V]>;

@@ -9,6 +9,8 @@ import type { EventRecord } from '../../actors/projection.js';
 import { EventStore } from '../../streams/event-store.js';
 import type { Names } from '../../streams/names.js';
 import { cpuSecondsOf } from './procs.js';
+import { trafficDelta } from './traffic.js';
+import type { TrafficCounter } from './traffic.js';
 
 /** Messages ever stored per stream (last_seq: work-queue streams delete, but keep counting). */
 export async function streamCounters(jsm: JetStreamManager): Promise<Map<string, number>> {
@@ -118,11 +120,20 @@ export async function rawPublishRate(
 export interface Sample {
   at: number;
   cpuS: Record<string, number>;
-  /** Messages into and out of nats-server (/varz): every publish, reply, delivery and ack. */
+  /**
+   * Messages into and out of nats-server (/varz): every publish, reply, delivery and ack,
+   * less the deliveries to the traffic counter's own subscription.
+   */
   serverMsgs: number;
+  /** The traffic counter's weighted counts by kind (bench/e2e/traffic.ts), if one runs. */
+  kinds: Map<string, number>;
 }
 
-export function sampler(pids: () => Record<string, number>, monitorUrl: string) {
+export function sampler(
+  pids: () => Record<string, number>,
+  monitorUrl: string,
+  traffic?: TrafficCounter,
+) {
   return async (): Promise<Sample> => {
     const varz = (await (await fetch(`${monitorUrl}/varz`)).json()) as {
       in_msgs: number;
@@ -136,7 +147,12 @@ export function sampler(pids: () => Record<string, number>, monitorUrl: string) 
         // the process is gone (a killed worker)
       }
     }
-    return { at: performance.now(), cpuS, serverMsgs: varz.in_msgs + varz.out_msgs };
+    return {
+      at: performance.now(),
+      cpuS,
+      serverMsgs: varz.in_msgs + varz.out_msgs - (traffic?.received() ?? 0),
+      kinds: traffic?.snapshot() ?? new Map(),
+    };
   };
 }
 
@@ -154,6 +170,7 @@ export function usage(a: Sample, b: Sample, units: number) {
     cpuMsPerUnit: cpuMs,
     totalCpuMsPerUnit: total / units,
     serverMsgsPerUnit: (b.serverMsgs - a.serverMsgs) / units,
+    serverMsgsByKind: trafficDelta(a.kinds, b.kinds, units),
     coresBusy: total / (b.at - a.at),
   };
 }

@@ -293,3 +293,39 @@ export function printTable(head: string[], rows: string[][]): void {
   console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`);
   for (const r of rows) console.log(line(r));
 }
+
+/**
+ * nats-server messages per task by kind (bench/e2e/traffic.ts), largest first, ranges over
+ * rounds; the counted total against /varz's (the rest: fan-out of core publishes, and the
+ * pulses and sweeps of the window).
+ */
+export function kindTable(tp: Throughput[]): string[][] {
+  const kinds = tp.map((t) => t.usage.serverMsgsByKind);
+  const all = [...new Set(kinds.flatMap((k) => [...k.keys()]))];
+  const mean = (name: string) => kinds.reduce((a, k) => a + (k.get(name) ?? 0), 0) / kinds.length;
+  // Replies stay under their request.
+  const requests = all.filter((n) => !n.startsWith('  reply to '));
+  requests.sort((a, b) => mean(b) + mean(`  reply to ${b}`) - (mean(a) + mean(`  reply to ${a}`)));
+  const rows: string[][] = [];
+  const cell = (name: string) =>
+    range(
+      kinds.map((k) => k.get(name) ?? 0),
+      (x) => x.toFixed(2),
+    );
+  for (const name of requests) {
+    if (mean(name) + mean(`  reply to ${name}`) < 0.005) continue;
+    rows.push([name, cell(name)]);
+    if (all.includes(`  reply to ${name}`))
+      rows.push([`  reply to ${name}`, cell(`  reply to ${name}`)]);
+  }
+  const counted = kinds.map((k) => [...k.values()].reduce((a, b) => a + b, 0));
+  rows.push(['= counted', range(counted, f2)]);
+  rows.push([
+    '= /varz in + out',
+    range(
+      tp.map((t) => t.usage.serverMsgsPerUnit),
+      f2,
+    ),
+  ]);
+  return rows;
+}

@@ -1,6 +1,7 @@
 import { Kvm } from '@nats-io/kv';
 import type { KV } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
+import { isWrongLastSequence } from '../../streams/errors.js';
 import type { Names } from '../../streams/names.js';
 import { INLINE_OUTPUT_MAX } from './output-store.js';
 
@@ -97,16 +98,26 @@ export class KvResultsSink implements ResultsSink {
 
   async upsert(record: ResultRecord, output: OutputBody): Promise<UpsertOutcome> {
     const key = resultKeyOf(record.runId, record.taskId);
-    // Same attempt already there: a duplicate job. Keep the first record (and its time).
-    const existing = await this.get(record.runId, record.taskId);
-    if (existing?.attemptId === record.attemptId) return 'unchanged';
     const value: StoredResult = { ...record };
     const small = output.small;
     if (small) {
       if (record.kind === 'json') value.json = JSON.parse(decoder.decode(small)) as unknown;
       else value.inline = Buffer.from(small).toString('base64');
     }
-    await this.kv.put(key, JSON.stringify(value));
+    const json = JSON.stringify(value);
+    // The first job of a task finds no record: one create writes it, where reading first
+    // would cost a round trip on every task. Only a duplicate job (or a record left by
+    // another attempt) finds one, and reads it then.
+    try {
+      await this.kv.create(key, json);
+      return 'written';
+    } catch (err: unknown) {
+      if (!isWrongLastSequence(err)) throw err;
+    }
+    // Same attempt already there: a duplicate job. Keep the first record (and its time).
+    const existing = await this.get(record.runId, record.taskId);
+    if (existing?.attemptId === record.attemptId) return 'unchanged';
+    await this.kv.put(key, json);
     return 'written';
   }
 

@@ -204,26 +204,34 @@ export class ApiClient {
     } catch {
       throw new ApiError(verb, ErrorCode.Unavailable, `${verb}: the reply is not JSON`);
     }
-    const r = reply as {
-      ok?: unknown;
-      error?: { code?: unknown; message?: unknown; details?: unknown };
-    };
-    if (r.error !== undefined) {
-      const given = typeof r.error.code === 'string' ? r.error.code : '';
-      // A code this client does not know (a newer backend's) is a final failure, never
-      // retried: only `unavailable` says that trying again soon may help.
-      const known = (Object.values(ErrorCode) as string[]).includes(given);
-      const code = known ? (given as ErrorCode) : ErrorCode.Unknown;
-      const details =
-        typeof r.error.details === 'object' && r.error.details !== null
-          ? (r.error.details as Record<string, unknown>)
-          : {};
-      if (!known) details['code'] = given;
-      const message = typeof r.error.message === 'string' ? r.error.message : code;
-      throw new ApiError(verb, code, message, details);
-    }
-    return (r.ok ?? {}) as T;
+    return okOf<T>(verb, reply);
   }
+}
+
+/**
+ * The `ok` payload of a parsed reply (a whole one, or one answer of a `batch`); an error
+ * reply is thrown as {@link ApiError}.
+ */
+export function okOf<T>(verb: string, reply: unknown): T {
+  const r = reply as {
+    ok?: unknown;
+    error?: { code?: unknown; message?: unknown; details?: unknown };
+  };
+  if (r.error !== undefined) {
+    const given = typeof r.error.code === 'string' ? r.error.code : '';
+    // A code this client does not know (a newer backend's) is a final failure, never
+    // retried: only `unavailable` says that trying again soon may help.
+    const known = (Object.values(ErrorCode) as string[]).includes(given);
+    const code = known ? (given as ErrorCode) : ErrorCode.Unknown;
+    const details =
+      typeof r.error.details === 'object' && r.error.details !== null
+        ? (r.error.details as Record<string, unknown>)
+        : {};
+    if (!known) details['code'] = given;
+    const message = typeof r.error.message === 'string' ? r.error.message : code;
+    throw new ApiError(verb, code, message, details);
+  }
+  return (r.ok ?? {}) as T;
 }
 
 /** A 503 status with no body: nobody subscribes to the subject (headers-enabled clients). */

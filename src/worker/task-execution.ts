@@ -14,6 +14,7 @@ import type { Outcome } from './handler-run.js';
 import type { FeedSend } from './attempt-feed.js';
 import type { HandlerContext, ResolvedWorkerOptions } from './options.js';
 import { packOutput, toBytes } from './task-output.js';
+import { RequestBatcher } from './request-batcher.js';
 import type { ResultOutput } from './task-output.js';
 
 /** Why a running task was stopped early; each ends in a different report (or none). */
@@ -78,8 +79,12 @@ export class TaskExecution {
   private handling = 0;
   private idleWaiters: (() => void)[] = [];
   private feedWarned = false;
+  /** `start` and `result` requests made together travel in one message. */
+  private readonly batcher: RequestBatcher;
 
-  constructor(private readonly parts: TaskExecutionParts) {}
+  constructor(private readonly parts: TaskExecutionParts) {
+    this.batcher = new RequestBatcher(parts.api, parts.workerId);
+  }
 
   /** Tasks started and not yet reported. */
   get running(): number {
@@ -142,7 +147,7 @@ export class TaskExecution {
   }
 
   private async handleMessage(m: JsMsg): Promise<void> {
-    const { api, log } = this.parts;
+    const { log } = this.parts;
     let raw: unknown;
     try {
       raw = m.json();
@@ -164,7 +169,7 @@ export class TaskExecution {
     const key = `${d.runId}.${d.taskId}`;
     this.starting.add(key);
     try {
-      await api.request('start', this.credsOf(d), { signal: this.parts.signal });
+      await this.batcher.request('start', this.credsOf(d), { signal: this.parts.signal });
     } catch (err: unknown) {
       this.starting.delete(key);
       if (isApiError(err, ErrorCode.Conflict)) {
@@ -183,7 +188,10 @@ export class TaskExecution {
       return;
     }
     // Ack only once start has answered: until then the message is the task's only trace.
-    await m.ackAck().catch((err: unknown) => log.debug('ack not confirmed', { err }));
+    // A plain ack, not a confirmed one: the start event now fences the task (attempt, token,
+    // holder), so a lost ack only redelivers the message, whose start then answers stale and
+    // the message is terminated; a confirmation would buy nothing but a round trip.
+    m.ack();
     const task: RunningTask = { key, dispatch: d, ac: new AbortController(), why: null };
     this.tasks.set(task.key, task);
     this.starting.delete(key);
@@ -331,7 +339,9 @@ export class TaskExecution {
     const b = body as { runId: string; taskId: string };
     const { api, log, signal } = this.parts;
     try {
-      await api.request(verb, body as never, { retryForMs, signal });
+      const opts = { retryForMs, signal };
+      if (verb === 'result') await this.batcher.request(verb, body as never, opts);
+      else await api.request(verb, body as never, opts);
       log.debug(`task ${verb} sent`, { runId: b.runId, taskId: b.taskId });
     } catch (err: unknown) {
       if (isApiError(err, ErrorCode.Conflict)) await this.parts.conflict(err);

@@ -37,4 +37,5 @@ export const VALID_REQUESTS: Readonly<Record<Verb, unknown>> = {
   sweep: {},
   progress: { ...attempt, value: 0.5 },
   log: { ...attempt, seq: 1, parts: [{ stream: 'stderr', text: 'hello\n' }] },
+  batch: { workerId: 'w1', requests: [{ verb: 'start', body: attempt }] },
 };

@@ -252,6 +252,57 @@ describe('attempt credentials', () => {
   });
 });
 
+describe('batch', () => {
+  it('answers each start and result of a batch as if sent alone, in order, each fenced', async () => {
+    const { ctx, api, publish, creds, count } = await world();
+    const d0 = await publish('t0');
+    const d1 = await publish('t1');
+    const forged = { ...creds(d1), token: 'f'.repeat(64) };
+    const started = await api.request<'batch', { replies: unknown[] }>('batch', {
+      workerId: 'w1',
+      requests: [
+        { verb: 'start', body: creds(d0) },
+        { verb: 'start', body: forged },
+      ],
+    });
+    expect(started.replies).toEqual([
+      { ok: await api.request('start', creds(d0)) },
+      { error: expect.objectContaining({ code: 'invalid_token' }) as unknown },
+    ]);
+    expect(await count('t1')).toBe(0);
+    await api.request('start', creds(d1));
+    const output = { inline: Buffer.from('{"ok":true}').toString('base64'), bytes: 11 };
+    const results = await api.request<'batch', { replies: unknown[] }>('batch', {
+      workerId: 'w1',
+      requests: [
+        { verb: 'result', body: { ...creds(d0), output } },
+        { verb: 'result', body: { ...creds(d1), output } },
+      ],
+    });
+    expect(results.replies).toEqual([{ ok: expect.anything() }, { ok: expect.anything() }]);
+    for (const t of ['t0', 't1']) {
+      expect(['Finalizing', 'Succeeded']).toContain(taskOf(ctx, 'r1', t).value);
+    }
+  });
+
+  it("refuses a request in a batch that names another worker, and a bad body by its verb's schema", async () => {
+    const { api, publish, creds } = await world();
+    await api.request('join', { workerId: 'w2', host: 'h2', tags: ['a'], slots: 1 });
+    const d = await publish('t0');
+    const answer = await api.request<'batch', { replies: { error?: { code: string } }[] }>(
+      'batch',
+      {
+        workerId: 'w1',
+        requests: [
+          { verb: 'start', body: creds(d, 'w2') },
+          { verb: 'start', body: { ...creds(d), token: 7 } },
+        ],
+      },
+    );
+    expect(answer.replies.map((r) => r.error?.code)).toEqual(['forbidden', 'validation']);
+  });
+});
+
 describe('fail', () => {
   it('sets retryAt 1 s after the first failure, doubling, capped at 5 min', async () => {
     expect([0, 1, 2, 3].map(retryDelayMs)).toEqual([1_000, 2_000, 4_000, 8_000]);

@@ -300,7 +300,15 @@ describe('fuzz: bad input gets a clean error or a skip, never a crash', () => {
               return false;
             }
           })();
-          if (valid) {
+          if (valid && verb === 'batch') {
+            // A batch is answered request by request: each reaches its handler only if valid.
+            accepted++;
+            const replies = (reply.ok as { replies: { ok?: unknown }[] }).replies;
+            const sent = (JSON.parse(new TextDecoder().decode(data)) as { requests: unknown[] })
+              .requests;
+            expect(replies).toHaveLength(sent.length);
+            expect(api.reached.length).toBe(before + replies.filter((r) => r.ok).length);
+          } else if (valid) {
             accepted++;
             expect(reply).toEqual({ ok: {} });
             expect(api.reached.length).toBe(before + 1);
@@ -318,7 +326,8 @@ describe('fuzz: bad input gets a clean error or a skip, never a crash', () => {
     expect(accepted).toBeLessThan(2_700);
     // The valid payloads themselves do reach their handlers.
     for (const v of verbs) {
-      expect(await api.send(v, encoder.encode(JSON.stringify(VALID[v])))).toEqual({ ok: {} });
+      const answer = v === 'batch' ? { replies: [{ ok: {} }] } : {};
+      expect(await api.send(v, encoder.encode(JSON.stringify(VALID[v])))).toEqual({ ok: answer });
     }
     const unknown = await api.send('nope', encoder.encode('{}'));
     expect(unknown.error?.code).toBe('not_found');

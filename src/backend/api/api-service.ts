@@ -39,6 +39,14 @@ function routeOf(rest: string): Route {
   return { verb: verb.join('.'), caller };
 }
 
+function parseJson(verb: string, data: Uint8Array): unknown {
+  try {
+    return JSON.parse(decoder.decode(data)) as unknown;
+  } catch {
+    throw new ValidationError(`${verb}: the payload is not JSON`);
+  }
+}
+
 /** Maps zod issues to the `'<path>' <problem>` form, every problem listed. */
 export function validationErrorOf(what: string, error: z.ZodError): ValidationError {
   const { text, listed } = listIssues(issuesOf(error));
@@ -178,18 +186,25 @@ export class ApiService {
       });
     }
     const v = verb as Verb;
+    if (v === 'batch') return this.batch(caller, data, call);
     // Each verb's handler takes its own schema's output: the Handlers type checks that.
     const handler = this.handlers[v] as
       ((req: unknown, call: ApiCall) => Promise<unknown>) | undefined;
     if (!handler) {
       throw new SonarError(ErrorCode.Unavailable, `api verb ${verb} is not served here`, { verb });
     }
-    let raw: unknown;
-    try {
-      raw = JSON.parse(decoder.decode(data));
-    } catch {
-      throw new ValidationError(`${verb}: the payload is not JSON`);
-    }
+    return this.dispatchParsed(v, caller, handler, parseJson(verb, data), call);
+  }
+
+  /** A request checked against its verb's schema and its subject, then handled. */
+  private dispatchParsed(
+    v: Verb,
+    caller: string | null,
+    handler: (req: unknown, call: ApiCall) => Promise<unknown>,
+    raw: unknown,
+    call: ApiCall,
+  ): Promise<unknown> {
+    const verb = v;
     const parsed = requestSchemas[v].safeParse(raw);
     if (!parsed.success) throw validationErrorOf(verb, parsed.error);
     this.checkSubject(v, caller);
@@ -202,6 +217,51 @@ export class ApiService {
       );
     }
     return handler(parsed.data, call);
+  }
+
+  /**
+   * `batch`: each request handled as if it came alone on the same subject (its own schema,
+   * the same caller), all at once; the answers in order, each `{"ok"}` or `{"error"}`.
+   * Every request must name the batch's worker.
+   */
+  private async batch(caller: string | null, data: Uint8Array, call: ApiCall) {
+    const parsed = requestSchemas.batch.safeParse(parseJson('batch', data));
+    if (!parsed.success) throw validationErrorOf('batch', parsed.error);
+    this.checkSubject('batch', caller);
+    const { workerId, requests } = parsed.data;
+    if (caller !== null && workerId !== caller) {
+      throw new SonarError(
+        ErrorCode.Forbidden,
+        `batch: asked as worker ${caller} but names worker ${JSON.stringify(workerId)}: a worker acts under its own id only`,
+        { verb: 'batch', caller, workerId },
+      );
+    }
+    const replies = await Promise.all(
+      requests.map(async ({ verb, body }) => {
+        try {
+          const handler = this.handlers[verb] as
+            ((req: unknown, call: ApiCall) => Promise<unknown>) | undefined;
+          if (!handler) {
+            throw new SonarError(ErrorCode.Unavailable, `api verb ${verb} is not served here`, {
+              verb,
+            });
+          }
+          const named = (body as { workerId?: unknown } | null)?.workerId;
+          if (named !== workerId) {
+            throw new SonarError(
+              ErrorCode.Forbidden,
+              `${verb} in a batch of worker ${workerId} names worker ${JSON.stringify(named)}`,
+              { verb, workerId, named },
+            );
+          }
+          return { ok: (await this.dispatchParsed(verb, caller, handler, body, call)) ?? {} };
+        } catch (err: unknown) {
+          if (!isSonarError(err)) this.log.error('api request failed', { verb, err });
+          return errorReply(err);
+        }
+      }),
+    );
+    return { replies };
   }
 
   /** Whether `verb` may be asked on the subject it came on. */

@@ -197,16 +197,16 @@ export class FinalizerPool implements Component {
         leaseMs,
       });
     }
-    for (let i = 0; i < opts.size; i++) {
-      const lane = new SerialPuller(
-        consumer,
-        (m) => this.handle(m),
-        this.log.child({ lane: i }),
-        opts.pullExpiresMs,
-      );
-      this.lanes.push(lane);
-      lane.start();
-    }
+    // One puller for all the lanes: it asks for a job for every free lane in one pull.
+    const lanes = new SerialPuller(
+      consumer,
+      (m) => this.handle(m),
+      this.log,
+      opts.pullExpiresMs,
+      opts.size,
+    );
+    this.lanes.push(lanes);
+    lanes.start();
     if (opts.watchAdvisories) {
       this.watcher = new MaxDeliveriesWatcher({
         jsm: ctx.jsm,
