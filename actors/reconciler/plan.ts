@@ -52,15 +52,18 @@ function readySteps(p: Projection, recoveries: readonly Recovery[]): ReadyStep[]
  *
  * @param live - the registry: every key that exists, `pulseAt` as server time.
  * @param now - the clock (ms since the epoch), on the server's time line.
+ * @param undelivered - attempts whose dispatch message was looked for and is not there
+ *   (see judgeRecoveries).
  */
 export function plan(
   p: Projection,
   live: readonly LiveWorker[],
   now: number,
   config: PlanConfig,
+  undelivered?: ReadonlySet<string>,
 ): Decisions {
   const fleet = readFleet(p, live, now, config);
-  const recoveries = judgeRecoveries(p, fleet, now, config);
+  const recoveries = judgeRecoveries(p, fleet, now, config, undelivered);
   const steps = readySteps(p, recoveries);
   const cap = capacityAfter(p, fleet, new Set(recoveries.map((r) => r.task)), steps, config);
   const capacity = capacityView(cap);

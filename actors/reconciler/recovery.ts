@@ -79,12 +79,18 @@ function orphanReason(
  * back to Pending; a counted (`worker-lost`) recovery that reaches the limit inside the window
  * goes Dead instead. No fixed command timeout: a task its live worker holds is never touched
  * (one it no longer lists goes back as `worker-released`, see givenBack).
+ *
+ * `undelivered` names attempts whose dispatch message the caller looked for, after the state
+ * it judges, and did not find: a leader died between appending `TaskPublished` and sending
+ * the message, or the send failed. No worker can ever start such a task, so it goes back at
+ * once, as a publish timeout (not counted), instead of waiting the timeout out.
  */
 export function judgeRecoveries(
   p: Projection,
   fleet: Fleet,
   now: number,
   config: PlanConfig,
+  undelivered: ReadonlySet<string> = new Set(),
 ): Recovery[] {
   const out: Recovery[] = [];
   for (const key of p.tasksByState.Published) {
@@ -92,8 +98,9 @@ export function judgeRecoveries(
     const age = ageOf(task.context.since, now);
     const steady = config.steadyContactMs ?? Infinity;
     const waited = age <= steady ? age : steady - (config.dispatchAckWaitMs ?? 0);
+    const lost = task.context.attemptId !== null && undelivered.has(task.context.attemptId);
     // Not counted: the task may just have waited behind long tasks.
-    if (waited > config.publishTimeoutMs) {
+    if (lost || waited > config.publishTimeoutMs) {
       out.push({ task: key, dead: false, reason: 'publish-timeout' });
     }
   }

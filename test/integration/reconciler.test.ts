@@ -1,4 +1,8 @@
 import { ReconcilerLoop } from '../../src/backend/reconciler/reconciler-loop.js';
+import { dispatchTask } from '../../src/backend/reconciler/dispatch.js';
+import type { Dispatch } from '../../src/backend/reconciler/reconcile-pass.js';
+import { publishDispatch } from '../../streams/queues.js';
+import type { BackendContext } from '../../src/backend/context.js';
 import { describe, it, expect, beforeEach, afterEach } from 'vitest';
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { KV } from '@nats-io/kv';
@@ -15,6 +19,7 @@ import {
 import { eventually } from '../helpers/eventually.js';
 import { serverPerFile } from '../helpers/server-per-file.js';
 import { eventsOfType, pulse, reconcilerBackendsOn } from '../helpers/reconciler-backend.js';
+import { startBackend } from '../helpers/test-backend.js';
 import type { TestBackend } from '../helpers/test-backend.js';
 import { freshPrefix } from '../helpers/topology.js';
 
@@ -322,6 +327,99 @@ describe('ReconcilerLoop after a restart', () => {
       }
     } finally {
       clearInterval(timer);
+    }
+  });
+});
+
+describe('ReconcilerLoop and Published tasks without a dispatch message', () => {
+  // The publish timeout is left at 10 min: nothing here may wait for it.
+  const slowTimeout = { env: { SONAR_PUBLISH_TIMEOUT: '10m' } };
+  const timers: NodeJS.Timeout[] = [];
+  afterEach(() => {
+    for (const t of timers.splice(0)) clearInterval(t);
+  });
+
+  async function pulsing(prefix: string): Promise<void> {
+    const kv = await reconcilers.workers(prefix);
+    await pulse(kv, 'w1', { slots: 4 });
+    timers.push(setInterval(() => void pulse(kv, 'w1', { slots: 4 }), 300));
+  }
+
+  it('a new leader requeues at once the task its predecessor appended but never sent, and only it', async () => {
+    const prefix = freshPrefix();
+    // The predecessor, by hand (no reconciler of its own to judge meanwhile): two tasks
+    // Published, the message of t1 sent, that of t0 not.
+    const first = await startBackend({
+      url: nats.server.url,
+      nc: nats.nc,
+      prefix,
+      components: [],
+      handlers: 'none',
+      outputs: 'none',
+    });
+    const s = first.ctx.names.subjects;
+    await first.append(s.worker('w1'), workerJoined({ workerId: 'w1', tags: ['linux'], slots: 4 }));
+    await first.append(s.step('r1', 's1'), stepCreated({ tags: ['linux'], taskCount: 2 }));
+    for (const t of ['t0', 't1']) {
+      await first.append(s.task('r1', t), taskCreated({ taskId: t, tags: ['linux'] }));
+    }
+    await first.append(s.run('r1'), runSubmitted({ taskCount: 2 }));
+    await first.append(s.task('r1', 't0'), taskPublished({ attemptId: 'a0' }));
+    await first.append(s.task('r1', 't1'), taskPublished({ attemptId: 'a1' }));
+    const body = { runId: 'r1', stepId: 's1', taskId: 't1', attempt: 1, attemptId: 'a1' };
+    await publishDispatch(first.ctx.js, first.ctx.names, 'linux', { ...body, token: 'x' });
+    await first.stop();
+
+    await pulsing(prefix);
+    const second = await reconcilers.start(prefix, slowTimeout);
+    try {
+      const task = (id: string) => second.ctx.loop.projection.tasks.get(`r1.${id}`)!.snapshot;
+      await eventually(() => task('t0').context.attempt === 2 && task('t0').value === 'Published', {
+        message: 't0 published again',
+      });
+      const requeued = await eventsOfType(second.ctx, s.task('r1', '*'), 'TaskRequeued');
+      expect(requeued.map((e) => [e.subject, e.data])).toEqual([
+        [s.task('r1', 't0'), { attemptId: 'a0', reason: 'publish-timeout', recoveries: 0 }],
+      ]);
+      expect(task('t1')).toMatchObject({ value: 'Published', context: { attemptId: 'a1' } });
+    } finally {
+      await second.stop();
+    }
+  });
+
+  it('a leader whose send failed after the append requeues the task on its next pass', async () => {
+    const prefix = freshPrefix();
+    let failed = 0;
+    // The first send of all is lost after its TaskPublished was appended.
+    const dispatch: Dispatch = async (ctx, taskKey, tag) => {
+      if (failed++ > 0) return dispatchTask(ctx, taskKey, tag);
+      const lost = () => Promise.reject(new Error('send lost'));
+      const js = new Proxy(ctx.js, {
+        get: (target, key): unknown => (key === 'publish' ? lost : Reflect.get(target, key)),
+      });
+      return dispatchTask(
+        Object.assign(Object.create(ctx) as BackendContext, { js }),
+        taskKey,
+        tag,
+      );
+    };
+    const b = await reconcilers.start(prefix, { ...slowTimeout, loop: { dispatch } });
+    try {
+      await pulsing(prefix);
+      const s = b.ctx.names.subjects;
+      await b.append(s.worker('w1'), workerJoined({ workerId: 'w1', tags: ['linux'], slots: 4 }));
+      await b.append(s.step('r1', 's1'), stepCreated({ tags: ['linux'], taskCount: 1 }));
+      await b.append(s.task('r1', 't0'), taskCreated({ taskId: 't0', tags: ['linux'] }));
+      await b.append(s.run('r1'), runSubmitted({ taskCount: 1 }));
+      const task = () => b.ctx.loop.projection.tasks.get('r1.t0')!.snapshot;
+      await eventually(() => task().context.attempt === 2 && task().value === 'Published', {
+        message: 't0 published again',
+      });
+      expect(failed).toBe(2);
+      const requeued = await eventsOfType(b.ctx, s.task('r1', 't0'), 'TaskRequeued');
+      expect(requeued.map((e) => e.data)).toMatchObject([{ reason: 'publish-timeout' }]);
+    } finally {
+      await b.stop();
     }
   });
 });

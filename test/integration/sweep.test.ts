@@ -20,7 +20,7 @@ import { silentLogger } from '../../src/log.js';
 import { KvResultsSink, bodyOf } from '../../src/storage/results-sink.js';
 import { FinalizerPool } from '../../src/backend/finalize/finalizer-pool.js';
 import { FailureLog } from '../../src/backend/finalize/failure-log.js';
-import { scanStream } from '../../src/backend/sweep/stream-scan.js';
+import { scanStream } from '../../src/backend/storage/stream-scan.js';
 import { eventually } from '../helpers/eventually.js';
 import { ObjOutputStore, seedFinalizing, stateOf } from '../helpers/finalize-fixtures.js';
 import { pulse, workersBucket } from '../helpers/reconciler-backend.js';

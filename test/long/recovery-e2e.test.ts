@@ -89,7 +89,7 @@ async function watch(nc: NatsConnection, prefix: string): Promise<ProjectionLoop
 /** `node bin/sonar.js backend` on `env`; resolves with its node id once it has started. */
 async function spawnBackend(
   env: Record<string, string>,
-): Promise<{ child: ChildProcess; nodeId: string }> {
+): Promise<{ child: ChildProcess; nodeId: string; stderr: () => string }> {
   const child = spawn(process.execPath, [SONAR_BIN, 'backend'], {
     cwd: ROOT,
     env: { ...process.env, ...env, SONAR_LOG_LEVEL: 'info' },
@@ -105,7 +105,7 @@ async function spawnBackend(
     },
     { timeoutMs: 20_000, message: 'backend started' },
   );
-  return { child, nodeId };
+  return { child, nodeId, stderr: () => err };
 }
 
 const shortEnv = (prefix: string): Record<string, string> => ({
@@ -133,9 +133,9 @@ describe('recovery with real processes', () => {
     const a = await spawnBackend({ ...env, ...s.envFor('backend') });
     const b = await spawnBackend({ ...env, ...s.envFor('backend') });
     const view = await watch(await connectAs(s, 'operator'), prefix);
-    for (let i = 0; i < 2; i++) {
-      spawnShellWorker({ ...env, ...s.envFor('bootstrap') }, 4, 'sleep 0.05; echo ok');
-    }
+    const workers = [0, 1].map(() =>
+      spawnShellWorker({ ...env, ...s.envFor('bootstrap') }, 4, 'sleep 0.05; echo ok'),
+    );
     const client = new SonarClient(await connectAs(s, 'client'), { prefix });
     await client.submit(runFileOf('lead', [{ id: 's1', tags: ['linux'], count: 200 }]));
     const leader = await eventually(() => view.projection.leader?.nodeId ?? false, {
@@ -153,6 +153,19 @@ describe('recovery with real processes', () => {
     await eventually(() => view.projection.runs.get('lead')?.snapshot.value === 'Succeeded', {
       timeoutMs: 60_000,
       message: 'the run succeeded',
+    }).catch((err: unknown) => {
+      // Where the run stalled: the step's counts and what the standby and the workers said.
+      const counts = JSON.stringify(view.projection.stepIndex.get('lead.s1')?.counts);
+      const said = [standby.stderr(), ...workers.map((w) => w.stderr())]
+        .map((e) =>
+          e
+            .split('\n')
+            .filter((l) => /"(warn|error)"/.test(l))
+            .slice(-15)
+            .join('\n'),
+        )
+        .join('\n---\n');
+      throw new Error(`${String(err)}\ncounts ${counts}\n${said}`);
     });
   }, 150_000);
 

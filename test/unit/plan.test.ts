@@ -42,6 +42,17 @@ describe('plan', () => {
       ]);
     });
 
+    it('requeues at once a Published attempt found without its dispatch message, and only it', () => {
+      const w = oneStep(2);
+      w.publish('r1.s1-0');
+      w.publish('r1.s1-1');
+      const lost = w.p.tasks.get('r1.s1-0')!.snapshot.context.attemptId!;
+      const live = [entry('w1', { pulseAt: at(1) })];
+      const d = plan(w.p, live, ms(1), config(), new Set([lost, 'an-attempt-long-gone']));
+      expect(d.requeue).toEqual([{ task: 'r1.s1-0', reason: 'publish-timeout' }]);
+      expect(plan(w.p, live, ms(1), config()).requeue).toEqual([]);
+    });
+
     it('takes the flag value', () => {
       const w = oneStep();
       w.publish('r1.s1-0');

@@ -22,7 +22,8 @@ export interface Dispatched {
  * token's sha256), then publishes the dispatch message, the one place the token travels, to
  * `<prefix>.dispatch.<tag>`. The append comes first: a message for an attempt the log does
  * not know would be refused at `start` anyway, whereas a crash after the append and before
- * the publish leaves a Published task that the reconciler requeues after `publishTimeout`.
+ * the publish leaves a Published task without a message, which the next leader's dispatch
+ * audit finds and requeues (see undeliveredAttempts).
  *
  * The caller (the reconciler) chooses the tag and makes sure `dispatch_<tag>` exists; a
  * message published before its consumer exists is delivered once it does.

@@ -14,6 +14,7 @@ import type { BackendContext } from '../context.js';
 import type { DecisionOutcome, DecisionWriter } from '../projection/index.js';
 import { DISPATCH_ACK_WAIT_MS } from '../../../streams/topology.js';
 import { inParallel } from '../in-parallel.js';
+import { undeliveredAttempts } from './dispatch-audit.js';
 import { reenqueueLostFinalizations } from './lost-finalizations.js';
 
 /** Publishes one placement: mints an attempt, appends TaskPublished, sends the message. */
@@ -88,6 +89,10 @@ const parts = (key: string) => {
 export class ReconcilePass {
   /** The last `pulseAt` seen per worker, for `WorkerLost.lastPulseAt` once its key is gone. */
   private readonly lastPulse = new Map<string, string>();
+  /** Whether the next pass looks for the dispatch messages of Published tasks first. */
+  private auditWanted = false;
+  /** Attempts found without a dispatch message, until their task leaves them. */
+  private undelivered = new Set<string>();
 
   constructor(
     private readonly ctx: BackendContext,
@@ -100,6 +105,14 @@ export class ReconcilePass {
       log: Logger;
     },
   ) {}
+
+  /**
+   * Makes the next pass look for every Published task's dispatch message before judging:
+   * a new leader does not know which of its predecessor's sends were carried out.
+   */
+  auditDispatch(): void {
+    this.auditWanted = true;
+  }
 
   async run(input: PassInput): Promise<PassSummary> {
     const summary: PassSummary = {
@@ -124,10 +137,35 @@ export class ReconcilePass {
     return summary;
   }
 
+  private async audit(): Promise<void> {
+    const p = this.ctx.loop.projection;
+    if (this.auditWanted && this.deps.isLeader()) {
+      try {
+        this.undelivered = await undeliveredAttempts(this.ctx);
+        this.auditWanted = false;
+        if (this.undelivered.size > 0) {
+          this.deps.log.warn('published tasks without a dispatch message found', {
+            tasks: this.undelivered.size,
+          });
+        }
+      } catch (err: unknown) {
+        this.deps.log.warn('dispatch messages not looked for: again next pass', { err });
+      }
+    }
+    if (this.undelivered.size === 0) return;
+    const current = new Set<string | null>();
+    for (const key of p.tasksByState.Published)
+      current.add(p.tasks.get(key)!.snapshot.context.attemptId);
+    for (const attemptId of this.undelivered) {
+      if (!current.has(attemptId)) this.undelivered.delete(attemptId);
+    }
+  }
+
   private async recoverAndPlace(input: PassInput, config: PlanConfig, summary: PassSummary) {
     const p = this.ctx.loop.projection;
+    await this.audit();
     for (let round = 0; round < MAX_PLAN_ROUNDS && this.deps.isLeader(); round++) {
-      const decisions = plan(p, input.entries, this.deps.now(), config);
+      const decisions = plan(p, input.entries, this.deps.now(), config, this.undelivered);
       summary.decisions = decisions;
       const recoveries = recoveryEvents(p, decisions);
       if (recoveries.length === 0) {
@@ -173,6 +211,8 @@ export class ReconcilePass {
       const { task, tag } = placements[i]!;
       // The task moved on (cancelled, published by a former leader): judged again next tick.
       const expected = r.reason instanceof IllegalTransitionError || isSonarError(r.reason);
+      // A write or send that failed may have left a Published task without a message.
+      if (!(r.reason instanceof IllegalTransitionError)) this.auditWanted = true;
       this.deps.log[expected ? 'debug' : 'warn']('dispatch skipped', {
         task,
         tag,

@@ -202,6 +202,7 @@ export class ReconcilerLoop implements Component {
     if (!turn.elected) return;
     this.term++;
     this.registry = null;
+    this.pass!.auditDispatch();
     this.log.info('reconciler elected', { lockTtlMs: this.ctx.config.lockTtlMs });
     try {
       await this.ctx.writer.write({

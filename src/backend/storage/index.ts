@@ -11,3 +11,4 @@ export {
 } from './store-room.js';
 export type { EventsStoreUsage } from './store-room.js';
 export { TASK_STATES, tasksByState } from './task-counts.js';
+export { deleteIfThere, scanStream } from './stream-scan.js';

@@ -2,7 +2,7 @@ import type { StoredMsg } from '@nats-io/jetstream';
 import { isId } from '../../../actors/ids.js';
 import type { Aggregate, TaskSnapshot } from '../../../actors/projection.js';
 import type { BackendContext } from '../context.js';
-import { deleteIfThere, scanStream } from './stream-scan.js';
+import { deleteIfThere, scanStream } from '../storage/index.js';
 import { caughtUpTask } from './task-catch-up.js';
 
 /** What the stale-dispatch repair found and did. */

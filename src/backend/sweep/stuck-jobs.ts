@@ -4,7 +4,7 @@ import type { FailureLog } from '../finalize/index.js';
 import { poisonHeldJob } from '../finalize/index.js';
 import type { Poisoner } from '../finalize/index.js';
 import type { BackendContext } from '../context.js';
-import { deleteIfThere, scanStream } from './stream-scan.js';
+import { deleteIfThere, scanStream } from '../storage/index.js';
 import { caughtUpTask } from './task-catch-up.js';
 
 /** What the stuck-job repair found and did. */

@@ -3,12 +3,13 @@ import type { JetStreamManager, MsgRequest, StoredMsg } from '@nats-io/jetstream
 
 /**
  * Every message of a stream matching `filter`, in sequence order, up to the stream's last
- * sequence when the scan started (later ones are new work, not the sweep's business).
+ * sequence when the scan started (later ones are new work, not the reader's business).
  *
  * Read with `STREAM.MSG.GET` and `next_by_subj` (2.9 has it), one message per round trip:
- * a work-queue stream refuses any consumer whose filter overlaps its own consumers', so the
- * sweep cannot read it with an ordered consumer. Work-queue streams are short (what is in
- * flight), so this costs little once an hour.
+ * a work-queue stream refuses any consumer whose filter overlaps its own consumers', so it
+ * cannot be read with an ordered consumer. Work-queue streams are short (what is in
+ * flight), so this costs little when done once an hour (the sweep) or once a leadership
+ * term (the reconciler's dispatch audit).
  */
 export async function* scanStream(
   jsm: JetStreamManager,
