@@ -13,8 +13,17 @@
 export type MetricSignal =
   | { kind: 'reconcile-pass'; nodeId: string; ms: number; full: boolean }
   | { kind: 'lease-renewal'; nodeId: string }
+  /**
+   * A task left a state, moved by this backend's own write (never by a fold, so one move is
+   * reported once across the fleet): `queue` Published to Running, `run` Running to
+   * Finalizing, `finalize` Finalizing to Succeeded; `tag` is the attempt's.
+   */
+  | { kind: 'task-stage'; nodeId: string; stage: TaskStage; tag: string; ms: number }
   /** A full sweep ended: what it found and fixed, as flat counts (sweep.ts `summaryOf`). */
   | { kind: 'sweep'; nodeId: string; counts: Record<string, number | string | null> };
+
+/** The stages of an attempt whose durations are measured. */
+export type TaskStage = 'queue' | 'run' | 'finalize';
 
 type Listener = (signal: MetricSignal) => void;
 

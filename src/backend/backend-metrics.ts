@@ -104,6 +104,30 @@ export class BackendMetrics {
       buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
       registers,
     });
+    // Observed where this backend's own write moved the task (never by a fold), so a
+    // fleet's series sum to one observation per move.
+    const stageSeconds = (name: string, help: string) =>
+      new Histogram<'tag'>({
+        name,
+        help,
+        labelNames: ['tag'],
+        buckets: [0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600],
+        registers,
+      });
+    const stages = {
+      queue: stageSeconds(
+        'sonar_task_queue_wait_seconds',
+        'Time from TaskPublished to TaskStarted, per tag, for the starts this backend wrote',
+      ),
+      run: stageSeconds(
+        'sonar_task_run_seconds',
+        'Time from TaskStarted to TaskResultAccepted, per tag, for the results this backend wrote',
+      ),
+      finalize: stageSeconds(
+        'sonar_task_finalize_seconds',
+        'Time from TaskResultAccepted to TaskFinalized, per tag, for the tasks this backend finalized',
+      ),
+    };
     const sweepFixes = new Counter<'repair'>({
       name: 'sonar_sweep_repairs_total',
       help: 'What full sweeps found and fixed, by repair (workersLost, dispatchPurged, ...)',
@@ -175,6 +199,9 @@ export class BackendMetrics {
             break;
           case 'lease-renewal':
             renewals.inc();
+            break;
+          case 'task-stage':
+            stages[s.stage].observe({ tag: s.tag }, s.ms / 1000);
             break;
           case 'sweep':
             sweeps.inc();

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Backend } from '../../src/backend/backend.js';
+import { BackendMetrics } from '../../src/backend/backend-metrics.js';
 import { finalizerPool } from '../../src/backend/finalize/finalizer-pool.js';
 import { reconcilerLoop } from '../../src/backend/reconciler/reconciler-loop.js';
 import { SonarClient } from '../../src/client/client.js';
@@ -138,5 +139,45 @@ describe('the HTTP server (SONAR_HTTP_PORT)', () => {
       sample(after, 'sonar_reconcile_pass_duration_seconds_count{kind="full"}'),
     ).toBeGreaterThan(0);
     expect(after).toContain('# TYPE sonar_finalize_lease_renewals_total counter');
+    expectSamples(after, {
+      'sonar_task_queue_wait_seconds_count{tag="a"}': 3,
+      'sonar_task_run_seconds_count{tag="a"}': 3,
+      'sonar_task_finalize_seconds_count{tag="a"}': 3,
+    });
+  });
+
+  it('observes each move of a task once across the fleet: by the backend that wrote it', async () => {
+    const second = await startBackend({
+      url: nats.server.url,
+      nc: nats.nc,
+      prefix: backend.ctx.names.prefix,
+      components: [finalizerPool()],
+    });
+    const metrics = [new BackendMetrics(backend.ctx), new BackendMetrics(second.ctx)];
+    try {
+      const before = await Promise.all(metrics.map((m) => m.scrape()));
+      const runId = 'm2';
+      await new SonarClient(nats.nc, { prefix: backend.ctx.names.prefix }).submit({
+        runId,
+        steps: [
+          { id: 's', tags: ['a'], tasks: Array.from({ length: 40 }, (_, i) => ({ id: `t${i}` })) },
+        ],
+      });
+      await eventually(
+        () => backend.ctx.loop.projection.runs.get(runId)?.snapshot.value === 'Succeeded',
+        { timeoutMs: 30_000 },
+      );
+      const after = await Promise.all(metrics.map((m) => m.scrape()));
+      for (const stage of ['queue_wait', 'run', 'finalize']) {
+        const series = `sonar_task_${stage}_seconds_count{tag="a"}`;
+        const moved = after.map(
+          (text, i) => (sample(text, series) ?? 0) - (sample(before[i]!, series) ?? 0),
+        );
+        expect({ stage, total: moved[0]! + moved[1]! }).toEqual({ stage, total: 40 });
+      }
+    } finally {
+      for (const m of metrics) m.close();
+      await second.stop();
+    }
   });
 });

@@ -7,7 +7,7 @@ import type { Names } from '../../../streams/names.js';
 import type { FinalizeJob } from '../../../streams/queues.js';
 import { resultKeyOf } from '../../storage/results-sink.js';
 import type { ResultsSink, UpsertOutcome } from '../../storage/results-sink.js';
-import type { EventWriter } from '../projection/index.js';
+import type { EventWriter, Written } from '../projection/index.js';
 import { withDeadline } from './finalize-deadline.js';
 import { prepareOutput } from './finalize-output.js';
 import type { OutputDeps } from './finalize-output.js';
@@ -78,7 +78,13 @@ export async function currentFinalizing(
 }
 
 export type JobOutcome =
-  { kind: 'finalized'; sink: UpsertOutcome } | { kind: 'stale'; reason: string };
+  | {
+      kind: 'finalized';
+      sink: UpsertOutcome;
+      /** The task as it was Finalizing, and what this job's write stored. */
+      moved: { task: TaskContext; written: Written };
+    }
+  | { kind: 'stale'; reason: string };
 
 /**
  * Runs one job: only while the task is Finalizing with the job's attempt, check and validate
@@ -107,8 +113,9 @@ export async function runFinalizeJob(deps: JobDeps, job: FinalizeJob): Promise<J
   const sink = await withDeadline(`sink write of ${key}`, deps.ioTimeoutMs, (signal) =>
     deps.sink.upsert(record, output, signal),
   );
+  let written: Written;
   try {
-    await deps.writer.write({
+    written = await deps.writer.write({
       subject: deps.names.subjects.task(job.runId, job.taskId),
       type: 'TaskFinalized',
       data: { attemptId: job.attemptId, resultKey: key },
@@ -120,5 +127,5 @@ export async function runFinalizeJob(deps: JobDeps, job: FinalizeJob): Promise<J
     if (err instanceof IllegalTransitionError) return { kind: 'stale', reason: err.message };
     throw err;
   }
-  return { kind: 'finalized', sink };
+  return { kind: 'finalized', sink, moved: { task, written } };
 }

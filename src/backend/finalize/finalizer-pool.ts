@@ -15,6 +15,7 @@ import {
 } from './finalize-backoff.js';
 import { FailureLog } from './failure-log.js';
 import { isPermanentFinalizeError, parseJob, runFinalizeJob } from './finalize-job.js';
+import { reportStage } from '../task-stage-timing.js';
 import type { JobDeps } from './finalize-job.js';
 import { MaxDeliveriesWatcher } from './max-deliveries-watcher.js';
 import { Poisoner } from './poisoner.js';
@@ -249,8 +250,12 @@ export class FinalizerPool implements Component {
     }, this.renewMs);
     try {
       const outcome = await runFinalizeJob(this.deps, job);
-      if (outcome.kind === 'finalized') this.stats.finalized++;
-      else {
+      if (outcome.kind === 'finalized') {
+        this.stats.finalized++;
+        // Succeeded keeps no time of its own: the move is now, by this backend's clock.
+        const { task, written } = outcome.moved;
+        reportStage(this.ctx.nodeId, 'finalize', task, written, this.ctx.now());
+      } else {
         this.stats.stale++;
         this.log.debug('stale finalize job dropped', { ...fields(job), reason: outcome.reason });
       }

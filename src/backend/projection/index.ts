@@ -2,6 +2,6 @@
 export { DecisionWriter } from './decision-writer.js';
 export type { DecisionOutcome } from './decision-writer.js';
 export { EventWriter } from './event-writer.js';
-export type { Command } from './event-writer.js';
+export type { Command, Written } from './event-writer.js';
 export { ProjectionLoop } from './projection-loop.js';
 export type { ProjectionStoppedError } from './projection-loop.js';

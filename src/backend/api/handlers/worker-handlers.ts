@@ -14,6 +14,7 @@ import { INLINE_OUTPUT_MAX, outputKey } from '../../../storage/output-store.js';
 import type { Handlers } from '../api-service.js';
 import type { BackendContext } from '../../context.js';
 import { StagedOutputs } from '../staged-outputs.js';
+import { reportStage } from '../../task-stage-timing.js';
 import { didHappen, resolveAttempt, staleError } from './attempt.js';
 import type { AttemptRequest, ResolvedAttempt } from './attempt.js';
 import type { WorkerSnapshot } from '../../../../actors/projection.js';
@@ -123,6 +124,12 @@ export function workerHandlers(ctx: BackendContext): Handlers {
   const { names: n, writer } = ctx;
   const staged = new StagedOutputs(ctx);
 
+  /** The task's `since` now: its write was applied, so the time the move was stored. */
+  const movedAt = (req: AttemptRequest): number | null => {
+    const task = ctx.loop.projection.tasks.get(keyOf(req.runId, req.taskId))?.snapshot.context;
+    return task?.since == null ? null : Date.parse(task.since);
+  };
+
   /** Enqueues the finalization job of the task's accepted result (idempotent by msg id). */
   const enqueue = async (req: AttemptRequest): Promise<void> => {
     const task = ctx.loop.projection.tasks.get(keyOf(req.runId, req.taskId))?.snapshot;
@@ -200,13 +207,15 @@ export function workerHandlers(ctx: BackendContext): Handlers {
         type: 'TaskStarted',
         from: ['Published'],
         retryWhenStale: false,
-        write: (a) =>
-          writer.write({
+        write: async (a) => {
+          const written = await writer.write({
             subject: a.subject,
             type: 'TaskStarted',
             data: { attemptId: req.attemptId, workerId: req.workerId },
             id: `start.${req.attemptId}`,
-          }),
+          });
+          reportStage(ctx.nodeId, 'queue', a.task.context, written, movedAt(req));
+        },
         done: sameWorker(req),
         allowed: servesTag,
       }),
@@ -225,7 +234,7 @@ export function workerHandlers(ctx: BackendContext): Handlers {
           }
           // The event holds an inline output itself, so a crash before the enqueue loses
           // nothing: the reconciler (or this request's retry) enqueues again.
-          await writer.write({
+          const written = await writer.write({
             subject: a.subject,
             type: 'TaskResultAccepted',
             data: {
@@ -237,6 +246,7 @@ export function workerHandlers(ctx: BackendContext): Handlers {
             },
             id: `result.${req.attemptId}`,
           });
+          reportStage(ctx.nodeId, 'run', a.task.context, written, movedAt(req));
           await enqueue(req);
         },
         done: sameWorker(req),
