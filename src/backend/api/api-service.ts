@@ -12,6 +12,8 @@ import type { Names } from '../../../streams/names.js';
 import type { Logger } from '../../log.js';
 import { WORKER_VERBS, requestSchemas } from '../../protocol.js';
 import { StragglerGuard } from '../straggler-guard.js';
+import { InflightBudget } from './inflight-budget.js';
+import type { InflightLimits } from './inflight-budget.js';
 import type { ParsedRequestOf, Verb } from '../../protocol.js';
 
 /**
@@ -70,7 +72,12 @@ export interface ApiServiceOptions {
    * may publish to, `<prefix>.api.w.<workerId>.<verb>`.
    */
   sharedWorkerVerbs: boolean;
+  /** @defaultValue DEFAULT_INFLIGHT_LIMITS */
+  inflightLimits?: InflightLimits;
 }
+
+/** A busy backend says so at most this often in its log. */
+const BUSY_LOG_GAP_MS = 10_000;
 
 /** A request's verb, and the worker the subject names when asked on a worker's own subject. */
 interface Route {
@@ -93,6 +100,8 @@ export class ApiService {
   private sub: Subscription | null = null;
   private inflight = new Set<Promise<void>>();
   private readonly stopping = new StragglerGuard('api');
+  private readonly budget: InflightBudget;
+  private busy = { refused: 0, loggedAt: -Infinity };
 
   constructor(
     private readonly nc: NatsConnection,
@@ -100,7 +109,9 @@ export class ApiService {
     private readonly handlers: Handlers,
     private readonly log: Logger,
     private readonly opts: ApiServiceOptions = { sharedWorkerVerbs: true },
-  ) {}
+  ) {
+    this.budget = new InflightBudget(opts.inflightLimits);
+  }
 
   /** @throws StillStoppingError while requests of the last run are still being answered. */
   start(): void {
@@ -114,9 +125,19 @@ export class ApiService {
           this.log.error('api subscription failed', { err });
           return;
         }
-        const p = this.handle(routeOf(msg.subject.slice(prefix.length)), msg);
+        const route = routeOf(msg.subject.slice(prefix.length));
+        const bytes = msg.data.length;
+        const refusal = this.budget.take(route.caller, bytes);
+        if (refusal !== null) {
+          this.refuseBusy(route, msg, refusal);
+          return;
+        }
+        const p = this.handle(route, msg);
         this.inflight.add(p);
-        void p.finally(() => this.inflight.delete(p));
+        void p.finally(() => {
+          this.inflight.delete(p);
+          this.budget.release(route.caller, bytes);
+        });
       },
     });
   }
@@ -167,6 +188,33 @@ export class ApiService {
       } catch {
         // The connection is gone: the client's request times out and is retried.
       }
+    }
+  }
+
+  /**
+   * Answers a request over the budget without handling it: `unavailable`, which every worker
+   * (older ones too) retries with backoff, so an honest worker's request only waits.
+   */
+  private refuseBusy(route: Route, msg: Msg, why: string): void {
+    this.busy.refused++;
+    const now = performance.now();
+    if (now - this.busy.loggedAt >= BUSY_LOG_GAP_MS) {
+      this.log.warn('api requests refused: busy', {
+        verb: route.verb,
+        caller: route.caller,
+        why,
+        refused: this.busy.refused,
+      });
+      this.busy = { refused: 0, loggedAt: now };
+    }
+    if (!msg.reply || this.isStoredSubject(msg.reply)) return;
+    const err = new SonarError(ErrorCode.Unavailable, `${route.verb}: backend busy: ${why}`, {
+      verb: route.verb,
+    });
+    try {
+      msg.respond(encoder.encode(JSON.stringify(errorReply(err))));
+    } catch {
+      // The connection is gone: the request times out and is retried.
     }
   }
 
