@@ -1,11 +1,6 @@
 import { ErrorCode, SonarError } from '../../actors/errors.js';
 import type { OutputStore } from './output-store.js';
-import type { ResultsReader, StoredResult } from './results-sink.js';
-
-/** Every stored result of a run, by task id. */
-export function listResults(sink: ResultsReader, runId: string): Promise<StoredResult[]> {
-  return sink.list(runId);
-}
+import type { StoredResult } from './results-sink.js';
 
 /** The output when the record holds it (small outputs are copied into it), else null. */
 export function inlineOutput(r: StoredResult): Uint8Array | null {
