@@ -85,8 +85,26 @@ function killOnExit(child: ChildProcess): void {
 
 const randomPort = (): number => 20_000 + Math.floor(Math.random() * 30_000);
 
+export interface PostgresOptions {
+  /**
+   * Server settings (`-c name=value`) on top of the test ones, which turn durability off
+   * (`fsync`, `synchronous_commit`, `full_page_writes`): a bench sets them back on.
+   */
+  settings?: Record<string, string>;
+}
+
+const TEST_SETTINGS: Record<string, string> = {
+  listen_addresses: '127.0.0.1',
+  // A test server: durability is not what is tested, speed on a shared machine is.
+  fsync: 'off',
+  synchronous_commit: 'off',
+  full_page_writes: 'off',
+  max_connections: '200',
+};
+
 /** Starts a fresh server (initdb, then postgres on a free port); throws one clear line when none is installed. */
-export async function startPostgres(): Promise<Postgres> {
+export async function startPostgres(opts: PostgresOptions = {}): Promise<Postgres> {
+  const settings = { ...TEST_SETTINGS, ...opts.settings };
   const bin = postgresBinDir();
   if (bin === null) throw new Error(PG_NOT_INSTALLED);
   const user = runAs();
@@ -136,18 +154,8 @@ export async function startPostgres(): Promise<Postgres> {
         '-p',
         String(wanted),
         '-c',
-        'listen_addresses=127.0.0.1',
-        '-c',
         `unix_socket_directories=${dir}`,
-        // A test server: durability is not what is tested, speed on a shared machine is.
-        '-c',
-        'fsync=off',
-        '-c',
-        'synchronous_commit=off',
-        '-c',
-        'full_page_writes=off',
-        '-c',
-        'max_connections=200',
+        ...Object.entries(settings).flatMap(([k, v]) => ['-c', `${k}=${v}`]),
       ],
       { ...spawnOpts, stdio: ['ignore', 'ignore', 'pipe'] },
     );
@@ -240,5 +248,9 @@ export async function startPostgres(): Promise<Postgres> {
 }
 
 /** One PostgreSQL server for the calling test file: started before its first test, stopped after its last. */
-export const postgresPerFile = (): (() => Postgres) =>
-  perFile('postgresPerFile', startPostgres, (p) => p.stop());
+export const postgresPerFile = (opts: PostgresOptions = {}): (() => Postgres) =>
+  perFile(
+    'postgresPerFile',
+    () => startPostgres(opts),
+    (p) => p.stop(),
+  );
