@@ -23,7 +23,6 @@ import { DEFAULT_TOPOLOGY_OPTIONS } from '../streams/topology.js';
 import { startNatsServer } from '../src/dev/nats-server.js';
 import { startPoolBackend } from '../test/helpers/finalize-backend.js';
 import { postgresBinDir, startPostgres } from '../test/helpers/postgres.js';
-import type { Postgres } from '../test/helpers/postgres.js';
 import {
   ObjOutputStore,
   enqueueAll,
@@ -106,7 +105,7 @@ async function pool(
   url: string,
   size: number,
   stored: boolean,
-  postgres?: Postgres,
+  postgres?: { url: string; label: string },
 ): Promise<Row> {
   const n = names(`bench${++prefixes}`);
   await ensureTopology(await jetstreamManager(nc), n, DEFAULT_TOPOLOGY_OPTIONS);
@@ -136,7 +135,7 @@ async function pool(
   await b.stop();
   await w.stop();
   const what = `pool of ${size}, ${stored ? 'outputs in the object store' : 'inline outputs'}`;
-  return { what, sink: postgres ? 'PostgreSQL' : 'KV', jobs: JOBS, seconds };
+  return { what, sink: postgres?.label ?? 'KV', jobs: JOBS, seconds };
 }
 
 async function main(): Promise<void> {
@@ -154,9 +153,17 @@ async function main(): Promise<void> {
     rows.push(await raw(nc, 'consume'));
     rows.push(await raw(nc, 4));
     // KV and PostgreSQL side by side, in this one run, for the pool of 4 (the default).
+    const durable = postgres && { url: postgres.url, label: 'PostgreSQL' };
     for (const stored of [false, true]) {
       rows.push(await pool(nc, server.url, 4, stored));
-      if (postgres) rows.push(await pool(nc, server.url, 4, stored, postgres));
+      if (durable) rows.push(await pool(nc, server.url, 4, stored, durable));
+    }
+    // What the commit's WAL flush costs: the same server, its sessions not waiting for it.
+    if (postgres) {
+      const url = `${postgres.url}?options=${encodeURIComponent('-c synchronous_commit=off')}`;
+      rows.push(
+        await pool(nc, server.url, 4, false, { url, label: 'PostgreSQL, synchronous_commit off' }),
+      );
     }
     rows.push(await pool(nc, server.url, 16, false));
     rows.push(await pool(nc, server.url, 16, true));

@@ -198,7 +198,8 @@ describe('the PostgreSQL results sink', () => {
       handlers: apiHandlers,
     });
     // An operator's own rule on the table: a constraint error (class 23).
-    await b.ctx.results.list('none');
+    // The tables are made on the first write, or a probe.
+    await b.ctx.results.probe?.();
     const table = pgTables(s.n.prefix).results;
     await postgres().query(
       `ALTER TABLE ${table} ADD CONSTRAINT no_rejects CHECK (output_json->>'reject' IS NULL)`,
@@ -294,9 +295,11 @@ describe('migrations', () => {
       } finally {
         client.release();
       }
-      // The version-2 sink migrates on first use, then reads the old rows and writes new ones.
+      // A version-2 backend's sink migrates before its first write, then reads the old rows.
       const sink = new PgResultsSink({ url: postgres().url, prefix, maxConnections: 2 });
       try {
+        expect(await sink.list('old')).toHaveLength(500);
+        expect(await sink.ready()).toEqual({ from: 1, to: 2, applied: [2] });
         const old = await sink.list('old');
         expect(old).toHaveLength(500);
         expect(old.find((r) => r.taskId === 't42')).toMatchObject({
@@ -336,6 +339,21 @@ describe('migrations', () => {
       expect(versions.map((v) => v.version)).toEqual([1, 2]);
     } finally {
       await Promise.all(sinks.map((s) => s.close()));
+    }
+  });
+
+  it('a read before any write finds no table and no result, and creates nothing', async () => {
+    const prefix = freshPrefix();
+    const sink = new PgResultsSink({ url: postgres().url, prefix, maxConnections: 1 });
+    try {
+      expect(await sink.list('r1')).toEqual([]);
+      expect(await sink.get('r1', 't1')).toBeNull();
+      const found = await postgres().query<{ t: string | null }>('SELECT to_regclass($1) AS t', [
+        pgTables(prefix).migrations,
+      ]);
+      expect(found[0]?.t).toBeNull();
+    } finally {
+      await sink.close();
     }
   });
 

@@ -53,12 +53,13 @@ interface ResultRow {
   output_inline: Buffer | null;
   output_bytes: string;
   finalized_at: Date;
-  started_at: Date | null;
-  finished_at: Date | null;
+  started_at?: Date | null;
+  finished_at?: Date | null;
 }
 
 const decoder = new TextDecoder();
-const iso = (d: Date | null): string | null => (d === null ? null : d.toISOString());
+// Undefined: a column a table of an older schema version lacks (a reader may come first).
+const iso = (d: Date | null | undefined): string | null => (d ? d.toISOString() : null);
 
 /**
  * The PostgreSQL results sink (docs/results-postgres.md): one row per task in
@@ -174,9 +175,8 @@ export class PgResultsSink implements ResultsSink, ResultsReader {
   }
 
   async get(runId: string, taskId: string): Promise<StoredResult | null> {
-    const { rows } = await this.query<ResultRow>(
+    const rows = await this.read(
       `read of ${resultKeyOf(runId, taskId)}`,
-      undefined,
       `SELECT * FROM ${this.tables.results} WHERE run_id = $1 AND task_id = $2`,
       [runId, taskId],
     );
@@ -184,14 +184,26 @@ export class PgResultsSink implements ResultsSink, ResultsReader {
   }
 
   async list(runId: string): Promise<StoredResult[]> {
-    const { rows } = await this.query<ResultRow>(
+    const rows = await this.read(
       `read of run ${runId}`,
-      undefined,
       // COLLATE "C": byte order, as the KV sink sorts, whatever the database's collation.
       `SELECT * FROM ${this.tables.results} WHERE run_id = $1 ORDER BY task_id COLLATE "C"`,
       [runId],
     );
     return rows.map(storedOf);
+  }
+
+  /**
+   * A read migrates nothing: a reader (`sonar results`) may hold a user allowed only to
+   * SELECT. Before any backend wrote, there is no table, and so no result.
+   */
+  private async read(what: string, sql: string, values: unknown[]): Promise<ResultRow[]> {
+    try {
+      return (await this.pool.query<ResultRow>(sql, values)).rows;
+    } catch (err: unknown) {
+      if ((err as { code?: unknown }).code === '42P01') return [];
+      throw sinkErrorOf(err, what);
+    }
   }
 
   async close(): Promise<void> {
