@@ -410,6 +410,12 @@ export interface TaskResult {
   finalizedAt: string;
   /** Its key in the output store; `output(runId, taskId)` reads it. */
   outputRef: string;
+  /** The attempt's number; absent from records written by backends from before it. */
+  attempt?: number;
+  /** When the attempt started (server time); null or absent when not recorded. */
+  startedAt?: string | null;
+  /** When its result was accepted (server time); null or absent when not recorded. */
+  finishedAt?: string | null;
 }
 
 /** A stored record as a {@link TaskResult}: what `results()` gives and `sonar results` prints. */
@@ -421,4 +427,8 @@ export const taskResultOf = (r: StoredResult): TaskResult => ({
   bytes: r.bytes,
   finalizedAt: r.finalizedAt,
   outputRef: r.outputRef,
+  // Records of older backends lack them: absent, not undefined, in `--json`.
+  ...(r.attempt !== undefined && { attempt: r.attempt }),
+  ...(r.startedAt !== undefined && { startedAt: r.startedAt }),
+  ...(r.finishedAt !== undefined && { finishedAt: r.finishedAt }),
 });

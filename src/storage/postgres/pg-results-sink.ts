@@ -155,6 +155,7 @@ export class PgResultsSink implements ResultsSink, ResultsReader {
         record.finishedAt,
         record.finalizedAt,
       ],
+      `sonar-upsert-${this.opts.prefix}`,
     );
     // No row: the table already holds this attempt (a duplicate job) or a newer one (this
     // job is stale, and its TaskFinalized will be refused).
@@ -216,12 +217,14 @@ export class PgResultsSink implements ResultsSink, ResultsReader {
     signal: AbortSignal | undefined,
     sql: string,
     values: unknown[] = [],
+    /** A prepared statement's name: parsed and planned once per connection, not per job. */
+    name?: string,
   ): Promise<pg.QueryResult<R>> {
     await this.ready();
     // node-postgres cannot cancel a statement in flight; query_timeout bounds it instead.
     if (signal?.aborted) throw new SinkUnavailableError(`${what} gave up: its deadline passed`);
     try {
-      return await this.pool.query<R>(sql, values);
+      return await this.pool.query<R>(name ? { name, text: sql, values } : { text: sql, values });
     } catch (err: unknown) {
       // The table is gone (dropped, or a database restored from before it): migrate again
       // on the next call rather than fail every job until a restart.
