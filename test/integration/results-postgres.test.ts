@@ -24,7 +24,8 @@ import { recordingLogger } from '../helpers/recording-logger.js';
 import { startBackend } from '../helpers/test-backend.js';
 import { freshPrefix } from '../helpers/topology.js';
 import { TEST_ENV, runFileOf } from '../helpers/worker-fixtures.js';
-import { taskIds } from '../helpers/finalize-fixtures.js';
+import { seedFinalizing, taskIds } from '../helpers/finalize-fixtures.js';
+import { DAY_MS, startSweepWorld, sweepNow } from '../helpers/sweep-world.js';
 import pg from 'pg';
 
 const run = promisify(execFile);
@@ -270,6 +271,51 @@ describe('the PostgreSQL results sink', () => {
     const failures = await FailureLog.open(world.nats.nc, s.n);
     for (const t of ids.slice(0, 400)) {
       expect(await failures.history('out', t, 'a1')).toEqual([]);
+    }
+  });
+});
+
+describe('retention', () => {
+  it('the full sweep deletes the rows of a run finished past SONAR_RETENTION, and only those', async () => {
+    const w = await startSweepWorld(world.nats.nc, world.nats.server.url, {
+      env: { SONAR_RESULTS_URL: postgres().url },
+    });
+    try {
+      const n = w.ctx.names;
+      const [job] = await seedFinalizing(w.ctx.writer, n, { runId: 'old', taskIds: ['t1'] });
+      const record = (runId: string): ResultRecord => ({
+        runId,
+        stepId: 's1',
+        taskId: 't1',
+        attemptId: job!.attemptId,
+        attempt: 1,
+        startedAt: null,
+        finishedAt: null,
+        outputRef: 'inline',
+        bytes: 2,
+        kind: 'json',
+        finalizedAt: new Date().toISOString(),
+      });
+      const body = bodyOf(new TextEncoder().encode('{}'));
+      const signal = new AbortController().signal;
+      await w.ctx.results.upsert(record('old'), body, signal);
+      // A row of a run this topology does not hold as finished: never purged.
+      await w.ctx.results.upsert(record('other'), body, signal);
+      await w.write(n.subjects.task('old', 't1'), 'TaskFinalized', {
+        attemptId: job!.attemptId,
+        resultKey: 'old.t1',
+      });
+      await w.write(n.subjects.step('old', 's1'), 'StepSucceeded', {});
+      await w.write(n.subjects.run('old'), 'RunSucceeded', {});
+      expect((await sweepNow(w)).retention.purged).toEqual([]);
+      expect(await rowsOf(n.prefix, 'old')).toHaveLength(1);
+      const report = await sweepNow(w, { shiftMs: 31 * DAY_MS });
+      expect(report.failed).toEqual([]);
+      expect(report.retention.purged).toEqual(['old']);
+      expect(await rowsOf(n.prefix, 'old')).toEqual([]);
+      expect(await rowsOf(n.prefix, 'other')).toHaveLength(1);
+    } finally {
+      await w.stop();
     }
   });
 });
