@@ -15,6 +15,7 @@ import { reconcilerLoop } from '../../src/backend/reconciler/index.js';
 import { MIGRATIONS, migrate, pgTables, PgResultsSink } from '../../src/storage/postgres/index.js';
 import { bodyOf } from '../../src/storage/results-sink.js';
 import type { ResultRecord } from '../../src/storage/results-sink.js';
+import { onMetricSignal } from '../../src/metrics.js';
 import { createWorker } from '../../src/worker/worker.js';
 import { eventually } from '../helpers/eventually.js';
 import { FailureLog } from '../../src/backend/finalize/failure-log.js';
@@ -252,6 +253,10 @@ describe('the PostgreSQL results sink', () => {
       env: { SONAR_RESULTS_URL: postgres().url, SONAR_FINALIZE_MAX_DELIVER: '2' },
       backoffBase: 50,
     });
+    const signals: boolean[] = [];
+    const unsubscribe = onMetricSignal((m) => {
+      if (m.kind === 'sink-pause' && m.nodeId === b.ctx.nodeId) signals.push(m.paused);
+    });
     await s.enqueue(jobs);
     await eventually(() => s.countIn('out', 'Succeeded') >= 50, { timeoutMs: 20_000 });
     await postgres().kill();
@@ -264,6 +269,10 @@ describe('the PostgreSQL results sink', () => {
     expect(during).toBeLessThan(400);
     const pool = b.component(FinalizerPool);
     expect(pool.stats.pauses).toBeGreaterThanOrEqual(1);
+    // The metrics were told: paused, then resumed (sonar_results_sink_paused 1, then 0).
+    unsubscribe();
+    expect(signals.slice(0, 2)).toEqual([true, false]);
+    expect(signals.at(-1)).toBe(false);
     expect(pool.stats.poisoned).toBe(0);
     expect(s.countIn('out', 'Poisoned')).toBe(0);
     expect(await rowsOf(s.n.prefix, 'out')).toHaveLength(400);

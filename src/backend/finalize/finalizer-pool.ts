@@ -171,7 +171,9 @@ export class FinalizerPool implements Component {
     const { ctx, opts } = this;
     const sink = this.userOpts.sink ?? ctx.results;
     this.halt = new AbortController();
-    this.breaker = new SinkBreaker(sink.probe?.bind(sink), this.log, this.halt.signal);
+    this.breaker = new SinkBreaker(sink.probe?.bind(sink), this.log, this.halt.signal, (paused) =>
+      signalMetric({ kind: 'sink-pause', nodeId: ctx.nodeId, paused }),
+    );
     this.failures = await FailureLog.open(ctx.nc, ctx.names);
     const consumer = await ctx.js.consumers.get(
       ctx.names.streams.finalize,

@@ -25,6 +25,8 @@ export class SinkBreaker {
     private readonly log: Logger,
     /** Aborted when the pool stops: every wait ends then. */
     private readonly signal: AbortSignal,
+    /** Told `true` when it opens, `false` when it closes (the pool's metrics). */
+    private readonly onChange: (paused: boolean) => void = () => {},
   ) {}
 
   get isOpen(): boolean {
@@ -44,8 +46,10 @@ export class SinkBreaker {
     this.log.warn('results sink unavailable: finalizers paused', {
       error: err instanceof Error ? err.message : String(err),
     });
+    this.onChange(true);
     this.closed = this.probeUntilUp().finally(() => {
       this.closed = null;
+      this.onChange(false);
     });
     return this.closed;
   }
