@@ -139,6 +139,9 @@ const errorText = (err: unknown): string => (err instanceof Error ? err.message 
  * it runs. A failure is recorded in `sonar_finalize_errors` and retried with `nak(delay)`
  * (1 s doubling, capped at 60 s); after max_deliver, or at once for a missing or invalid
  * output, the job is poisoned and leaves the queue. Jobs waiting out a delay hold no lane.
+ * A sink that cannot be reached is no failure of the job: the pool pauses instead
+ * (sink-breaker.ts), holding its jobs until the sink answers, and a record the sink refuses
+ * is poisoned at once.
  */
 export class FinalizerPool implements Component {
   readonly name = 'finalizer';
