@@ -7,6 +7,11 @@
  * (inline, or a stat then a chunked read of the `sonar_outputs` object store), validate the
  * JSON as it streams, upsert into `sonar_results` (get + put), append TaskFinalized with
  * optimistic concurrency and wait for the projection to apply it, ack. Raw consume+ack is the ceiling of the queue alone.
+ *
+ * The same pools run again with the PostgreSQL sink (`SONAR_RESULTS_URL`): one upsert per
+ * job into a throwaway PostgreSQL server on loopback (test/helpers/postgres.ts) with its
+ * durability settings on (fsync, synchronous_commit), so the figure is that of a database
+ * that keeps what it acknowledged. Without PostgreSQL installed those rows are skipped.
  */
 import { FinalizerPool } from '../src/backend/finalize/finalizer-pool.js';
 import { AckPolicy, jetstream, jetstreamManager, RetentionPolicy } from '@nats-io/jetstream';
@@ -17,6 +22,7 @@ import { ensureTopology } from '../streams/provision.js';
 import { DEFAULT_TOPOLOGY_OPTIONS } from '../streams/topology.js';
 import { startNatsServer } from '../src/dev/nats-server.js';
 import { startPoolBackend } from '../test/helpers/finalize-backend.js';
+import { postgresBinDir, startPostgres } from '../test/helpers/postgres.js';
 import {
   ObjOutputStore,
   enqueueAll,
@@ -30,6 +36,7 @@ let prefixes = 0;
 
 interface Row {
   what: string;
+  sink: string;
   jobs: number;
   seconds: number;
 }
@@ -86,11 +93,20 @@ async function raw(nc: NatsConnection, mode: 'consume' | number): Promise<Row> {
   const seconds = (performance.now() - started) / 1000;
   await jsm.streams.delete(stream);
   const what = mode === 'consume' ? 'raw consume() + ack' : `raw fetch(1) + ack, ${mode} lanes`;
-  return { what, jobs: JOBS, seconds };
+  return { what, sink: '-', jobs: JOBS, seconds };
 }
 
-/** JOBS tasks put into Finalizing (not timed), then their jobs through a pool of `size`. */
-async function pool(nc: NatsConnection, url: string, size: number, stored: boolean): Promise<Row> {
+/**
+ * JOBS tasks put into Finalizing (not timed), then their jobs through a pool of `size`, into
+ * the KV bucket or, given `postgres`, its table.
+ */
+async function pool(
+  nc: NatsConnection,
+  url: string,
+  size: number,
+  stored: boolean,
+  postgres?: { url: string; label: string },
+): Promise<Row> {
   const n = names(`bench${++prefixes}`);
   await ensureTopology(await jetstreamManager(nc), n, DEFAULT_TOPOLOGY_OPTIONS);
   const w = await openWriter(nc, n);
@@ -103,7 +119,10 @@ async function pool(nc: NatsConnection, url: string, size: number, stored: boole
   });
   const b = await startPoolBackend(nc, url, n, {
     outputStore: outputs,
-    env: { SONAR_FINALIZERS: String(size) },
+    env: {
+      SONAR_FINALIZERS: String(size),
+      ...(postgres && { SONAR_RESULTS_URL: postgres.url }),
+    },
   });
   const { stats } = b.component(FinalizerPool);
   const started = performance.now();
@@ -116,27 +135,46 @@ async function pool(nc: NatsConnection, url: string, size: number, stored: boole
   await b.stop();
   await w.stop();
   const what = `pool of ${size}, ${stored ? 'outputs in the object store' : 'inline outputs'}`;
-  return { what, jobs: JOBS, seconds };
+  return { what, sink: postgres?.label ?? 'KV', jobs: JOBS, seconds };
 }
 
 async function main(): Promise<void> {
   const server = await startNatsServer();
   const nc = await connect({ servers: server.url });
+  const postgres =
+    postgresBinDir() === null
+      ? null
+      : await startPostgres({
+          settings: { fsync: 'on', synchronous_commit: 'on', full_page_writes: 'on' },
+        });
+  if (!postgres) console.log('PostgreSQL is not installed: its rows are skipped');
   try {
     const rows: Row[] = [];
     rows.push(await raw(nc, 'consume'));
     rows.push(await raw(nc, 4));
-    rows.push(await pool(nc, server.url, 4, false));
-    rows.push(await pool(nc, server.url, 4, true));
+    // KV and PostgreSQL side by side, in this one run, for the pool of 4 (the default).
+    const durable = postgres && { url: postgres.url, label: 'PostgreSQL' };
+    for (const stored of [false, true]) {
+      rows.push(await pool(nc, server.url, 4, stored));
+      if (durable) rows.push(await pool(nc, server.url, 4, stored, durable));
+    }
+    // What the commit's WAL flush costs: the same server, its sessions not waiting for it.
+    if (postgres) {
+      const url = `${postgres.url}?options=${encodeURIComponent('-c synchronous_commit=off')}`;
+      rows.push(
+        await pool(nc, server.url, 4, false, { url, label: 'PostgreSQL, synchronous_commit off' }),
+      );
+    }
     rows.push(await pool(nc, server.url, 16, false));
     rows.push(await pool(nc, server.url, 16, true));
     const base = rows[0]!.jobs / rows[0]!.seconds;
     printTable(
-      ['path', 'jobs', 'seconds', 'jobs/s', 'vs raw consume'],
+      ['path', 'sink', 'jobs', 'seconds', 'jobs/s', 'vs raw consume'],
       rows.map((r) => {
         const rate = r.jobs / r.seconds;
         return [
           r.what,
+          r.sink,
           String(r.jobs),
           r.seconds.toFixed(2),
           Math.round(rate).toLocaleString('en-US'),
@@ -147,6 +185,7 @@ async function main(): Promise<void> {
   } finally {
     await nc.close();
     await server.stop();
+    await postgres?.stop();
   }
 }
 

@@ -1,9 +1,11 @@
 #!/usr/bin/env node
-// Makes a fresh machine ready for Sonar: the right Node, node_modules, nats-server.
+// Makes a fresh machine ready for Sonar: the right Node, node_modules, nats-server; with
+// --postgres also PostgreSQL (Debian's `postgresql`), which the tests of the PostgreSQL
+// results sink start as a throwaway server (test/helpers/postgres.ts).
 // Plain Node, no dependencies: it runs before node_modules exists. Quiet when all is there;
 // any failure is one `sonar: ...` line on stderr and exit 1.
 import { spawnSync } from 'node:child_process';
-import { accessSync, constants, existsSync, statSync } from 'node:fs';
+import { accessSync, constants, existsSync, readdirSync, statSync } from 'node:fs';
 import { delimiter, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -138,10 +140,50 @@ function ensureNatsServer() {
   }
 }
 
+// Test-only hook, like the two above: SONAR_SETUP_PG_ROOT stands in for /usr/lib/postgresql.
+const PG_ROOT = process.env.SONAR_SETUP_PG_ROOT || '/usr/lib/postgresql';
+
+/** A `<PG_ROOT>/<version>/bin/postgres` (and initdb), as Debian's packages lay them out. */
+function findPostgres() {
+  let versions;
+  try {
+    versions = readdirSync(PG_ROOT);
+  } catch {
+    return undefined;
+  }
+  return versions
+    .map((v) => join(PG_ROOT, v, 'bin'))
+    .find((bin) => isExecutable(join(bin, 'postgres')) && isExecutable(join(bin, 'initdb')));
+}
+
+function ensurePostgres() {
+  if (findPostgres() !== undefined) return;
+  const byHand =
+    'install PostgreSQL by hand (`apt-get install -y postgresql`), or run the tests without the PostgreSQL ones';
+  if (uid() !== 0) {
+    fail('PostgreSQL is missing: install it with `sudo apt-get install -y postgresql`');
+  }
+  if (onPath('apt-get') === undefined)
+    fail(`PostgreSQL is missing and apt-get is not available: ${byHand}`);
+  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+  process.stderr.write('sonar: installing postgresql with apt-get\n');
+  // Package lists first: postgresql is not on a fresh machine's, unlike what it already has.
+  const updated = run('apt-get', ['update'], env);
+  if (updated !== 0) fail(`apt-get update failed (exit ${updated}): ${byHand}`);
+  const installed = run('apt-get', ['install', '-y', 'postgresql'], env);
+  if (installed !== 0) fail(`apt-get install -y postgresql failed (exit ${installed}): ${byHand}`);
+  if (findPostgres() === undefined) {
+    fail(
+      `apt-get installed postgresql but ${PG_ROOT}/<version>/bin/postgres is not there: ${byHand}`,
+    );
+  }
+}
+
 try {
   checkNode();
   installDependencies();
   ensureNatsServer();
+  if (process.argv.includes('--postgres')) ensurePostgres();
 } catch (err) {
   const message =
     err instanceof SetupError

@@ -19,6 +19,7 @@ import {
   text,
 } from './config-parsers.js';
 import type { Parser } from './config-parsers.js';
+import { maskResultsUrl, parseResultsUrl } from './storage/postgres/pg-url.js';
 import { parseCommandPolicy } from './worker/command-policy.js';
 
 /** The processes a setting matters to. `cli`: the one-shot verbs and the client SDK. */
@@ -40,6 +41,11 @@ interface RowBase<T, F extends string> {
    */
   detail?: string;
   usedBy: readonly SettingUser[];
+  /**
+   * How a value is shown in an error: a setting holding a secret inside a larger value (a
+   * password in a URL) masks it, so a refused value never prints the secret.
+   */
+  mask?: (raw: string) => string;
 }
 
 /** A setting with a default: its parsed value is always there. */
@@ -417,6 +423,16 @@ export const SETTINGS = {
   SONAR_S3_BUCKET: optional('s3.bucket', text, 'S3 bucket for outputs', ALL),
   SONAR_S3_ACCESS_KEY: optional('s3.accessKey', text, 'S3 access key', ALL),
   SONAR_S3_SECRET_KEY: optional('s3.secretKey', text, 'S3 secret key', ALL),
+  SONAR_RESULTS_URL: {
+    ...optional(
+      'resultsUrl',
+      parseResultsUrl,
+      'PostgreSQL URL of the results sink (unset: the sonar_results KV bucket)',
+      ['backend', 'cli'],
+      "`postgres://user:password@host:5432/db?sslmode=verify-full`. Set, the finalizers upsert one row per task into the `<prefix>_results` table, which Sonar creates and migrates (docs/results-postgres.md), and `sonar results` reads it; each backend opens at most `SONAR_FINALIZERS` connections. `sslmode` and libpq's other URL parameters are read from the URL. The password is never logged: every message shows it as `***`.",
+    ),
+    mask: maskResultsUrl,
+  },
   SONAR_ALLOW_SNAPSHOT_LOSS: optional(
     'allowSnapshotLoss',
     flag,

@@ -14,6 +14,7 @@ import { SETTINGS } from './config-table.js';
 import type { ConfigVariable, DefaultedRow, ParsedSetting, SettingRow } from './config-table.js';
 import type { Parser, Raw } from './config-parsers.js';
 import { formatDuration } from './duration.js';
+import { maskResultsUrl } from './storage/postgres/pg-url.js';
 
 /** A row of the settings table, of any variable. */
 type Row = (typeof SETTINGS)[ConfigVariable];
@@ -252,9 +253,11 @@ export function loadConfig(
   if (parsed.success) return parsed.data;
   const problems = parsed.error.issues.map((issue): ConfigProblem => {
     const variable = String(issue.path[0] ?? 'SONAR');
-    const value =
+    const given =
       input[variable as ConfigVariable] ??
       (configDefaults as Partial<Record<string, string>>)[variable];
+    const mask = (SETTINGS as Partial<Record<string, SettingRow<unknown>>>)[variable]?.mask;
+    const value = mask && given !== undefined ? mask(String(given)) : given;
     return { variable, value, message: issue.message };
   });
   const [first, ...rest] = problems;
@@ -270,6 +273,7 @@ export function redactConfig(config: SonarConfig): SonarConfig {
     ...(config.natsPassword !== undefined && { natsPassword: '***' }),
     ...(config.httpToken !== undefined && { httpToken: '***' }),
     ...(config.s3 !== undefined && { s3: { ...config.s3, secretKey: '***' } }),
+    ...(config.resultsUrl !== undefined && { resultsUrl: maskResultsUrl(config.resultsUrl) }),
   };
 }
 

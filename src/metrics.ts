@@ -13,6 +13,8 @@
 export type MetricSignal =
   | { kind: 'reconcile-pass'; nodeId: string; ms: number; full: boolean }
   | { kind: 'lease-renewal'; nodeId: string }
+  /** The finalizer pool paused for its unreachable results sink (`paused`), or resumed. */
+  | { kind: 'sink-pause'; nodeId: string; paused: boolean }
   /**
    * A task left a state, moved by this backend's own write (never by a fold, so one move is
    * reported once across the fleet): `queue` Published to Running, `run` Running to

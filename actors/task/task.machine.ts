@@ -54,6 +54,12 @@ export interface TaskContext {
    * Published, `TaskStarted` while Running, `TaskResultAccepted` while Finalizing/Poisoned.
    */
   since: string | null;
+  /**
+   * Time of the current attempt's `TaskStarted`: kept through Finalizing and the terminal
+   * states (the results sink records it), cleared with the attempt. Absent from contexts
+   * folded before it existed (an old snapshot): read it as null.
+   */
+  startedAt?: string | null;
   output: TaskOutput | null;
   resultKey: string | null;
   error: string | null;
@@ -110,6 +116,7 @@ export function initialTaskContext(created: TaskCreated): TaskContext {
     recoveries: 0,
     recoveredAt: [],
     since: null,
+    startedAt: null,
     output: null,
     resultKey: null,
     error: null,
@@ -124,6 +131,7 @@ const backToPending = {
   tag: null,
   workerId: null,
   since: null,
+  startedAt: null,
   output: null,
   resultKey: null,
 } as const;
@@ -227,6 +235,7 @@ export const taskMachine = setup({
           actions: assign(({ event }) => ({
             workerId: event.data.workerId,
             since: event.time,
+            startedAt: event.time,
           })),
         },
         TaskRequeued: { guard: 'isCurrentAttempt', target: 'Pending', actions: 'requeue' },

@@ -97,6 +97,15 @@ export class BackendMetrics {
       'sonar_finalize_lease_renewals_total',
       'In-progress acks renewing a finalization job lease',
     );
+    const sinkPaused = gauge(
+      'sonar_results_sink_paused',
+      '1 while the finalizer pool waits for its results sink to be reachable again',
+    );
+    sinkPaused.set(0);
+    const sinkPauses = counter(
+      'sonar_results_sink_pauses_total',
+      'Times the finalizer pool paused because its results sink could not be reached',
+    );
     const pass = new Histogram<'kind'>({
       name: 'sonar_reconcile_pass_duration_seconds',
       help: 'Duration of reconcile passes run by this backend while leader (full ticks and prompt passes)',
@@ -199,6 +208,10 @@ export class BackendMetrics {
             break;
           case 'lease-renewal':
             renewals.inc();
+            break;
+          case 'sink-pause':
+            sinkPaused.set(s.paused ? 1 : 0);
+            if (s.paused) sinkPauses.inc();
             break;
           case 'task-stage':
             stages[s.stage].observe({ tag: s.tag }, s.ms / 1000);

@@ -9,6 +9,8 @@ import { hostToken, newId } from '../ids.js';
 import { createLogger } from '../log.js';
 import type { Logger } from '../log.js';
 import { connectNats } from '../nats.js';
+import { createResultsSink } from '../storage/create-results-sink.js';
+import type { ConfiguredSink } from '../storage/create-results-sink.js';
 import type { OutputStore } from '../storage/output-store.js';
 import { ApiService } from './api/index.js';
 import type { Handlers } from './api/index.js';
@@ -39,6 +41,15 @@ export interface BackendParts {
   handlers: (ctx: BackendContext) => Handlers;
   components: ((ctx: BackendContext) => Component)[];
   outputs: (nc: NatsConnection, config: SonarConfig) => Promise<OutputStore>;
+  /**
+   * The results sink the finalizers write and retention purges.
+   * @defaultValue the configured one (`createResultsSink`: PostgreSQL with `SONAR_RESULTS_URL`)
+   */
+  results?: (
+    nc: NatsConnection,
+    config: SonarConfig,
+    opts: { log: Logger; by: string },
+  ) => Promise<ConfiguredSink>;
 }
 
 export interface BackendOptions {
@@ -137,6 +148,10 @@ export class Backend {
       credentials: issuer,
       dispatchConsumers: new DispatchConsumers(jsm, n),
       outputs: await opts.parts.outputs(nc, config),
+      results: await (opts.parts.results ?? createResultsSink)(nc, config, {
+        log: log.child({ component: 'results' }),
+        by: nodeId,
+      }),
       log,
       contact,
       liveness,
@@ -198,6 +213,8 @@ export class Backend {
     await bounded('projection', this.ctx.loop.stop());
     this.ctx.contact.stop();
     await bounded('credentials', this.ctx.credentials?.close() ?? Promise.resolve());
+    // After every component: no finalizer or sweep is left to write or purge results.
+    await bounded('results', this.ctx.results.close?.() ?? Promise.resolve());
     if (this.ownsConnection) {
       const drained = await deadline.settle(this.ctx.nc.drain());
       // Out of time: close without flushing; unacked work comes back after its lease.

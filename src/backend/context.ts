@@ -4,6 +4,7 @@ import type { EventStore } from '../../streams/event-store.js';
 import type { Names } from '../../streams/names.js';
 import type { SonarConfig } from '../config.js';
 import type { Logger } from '../log.js';
+import type { ConfiguredSink } from '../storage/create-results-sink.js';
 import type { OutputStore } from '../storage/output-store.js';
 import type { DispatchConsumers } from './reconciler/index.js';
 import type { Enrollments } from './api/index.js';
@@ -35,6 +36,11 @@ export interface BackendContext {
   /** The `dispatch_<tag>` consumers made sure of, for `join`, the leader and the sweep. */
   dispatchConsumers: DispatchConsumers;
   outputs: OutputStore;
+  /**
+   * The configured results sink (`SONAR_RESULTS_URL`: PostgreSQL, else the KV bucket): the
+   * finalizers write it, retention purges it, the backend closes it last.
+   */
+  results: ConfiguredSink;
   log: Logger;
   /** Whether the server answers, and since when without a break. */
   contact: ServerContact;

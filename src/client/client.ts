@@ -15,8 +15,9 @@ import type { ParsedRunFile, RunFile, TaskSpecInput } from '../protocol.js';
 import { createOutputStore } from '../storage/create-output-store.js';
 import type { OutputStoreSettings } from '../storage/create-output-store.js';
 import type { OutputStore } from '../storage/output-store.js';
-import { listResults, readOutput } from '../storage/result-reader.js';
-import { KvResultsSink } from '../storage/results-sink.js';
+import { readOutput } from '../storage/result-reader.js';
+import { createResultsSink } from '../storage/create-results-sink.js';
+import type { ConfiguredSink } from '../storage/create-results-sink.js';
 import type { StoredResult } from '../storage/results-sink.js';
 import type { LogChunk } from '../storage/task-logs.js';
 import { ProgressStore } from '../storage/task-progress.js';
@@ -63,6 +64,12 @@ export interface SonarClientOptions {
    * @defaultValue the object store under `prefix`
    */
   outputs?: Pick<OutputStoreSettings, 's3'>;
+  /**
+   * `SONAR_RESULTS_URL`: read results (`results`, `output`) from that PostgreSQL table, as the
+   * backends write them there.
+   * @defaultValue unset: the `<prefix>_results` KV bucket
+   */
+  resultsUrl?: string;
   log?: Logger;
 }
 
@@ -113,6 +120,7 @@ export class SonarClient {
   private readonly store: EventStore;
   private outputStore: Promise<OutputStore> | null = null;
   private progressBucket: Promise<ProgressStore | null> | null = null;
+  private resultsSink: Promise<ConfiguredSink> | null = null;
 
   constructor(
     readonly nc: NatsConnection,
@@ -150,6 +158,7 @@ export class SonarClient {
       prefix: config.prefix,
       maxInputBytes: config.maxInputBytes,
       outputs: { s3: config.s3 },
+      ...(config.resultsUrl !== undefined && { resultsUrl: config.resultsUrl }),
       ...opts,
     });
   }
@@ -280,7 +289,7 @@ export class SonarClient {
   async results(runId: string): Promise<TaskResult[]> {
     assertId('runId', runId);
     return this.explained(async () =>
-      (await listResults(await KvResultsSink.open(this.nc, this.n), runId)).map(taskResultOf),
+      (await (await this.resultsReader()).list(runId)).map(taskResultOf),
     );
   }
 
@@ -293,7 +302,7 @@ export class SonarClient {
     assertId('runId', runId);
     assertId('taskId', taskId);
     return this.explained(async () => {
-      const r = await (await KvResultsSink.open(this.nc, this.n)).get(runId, taskId);
+      const r = await (await this.resultsReader()).get(runId, taskId);
       if (!r) {
         throw new SonarError(
           ErrorCode.NotFound,
@@ -368,7 +377,24 @@ export class SonarClient {
     return this.outputStore;
   }
 
+  /** The results sink, opened once: the PostgreSQL table with `resultsUrl`, else the bucket. */
+  private resultsReader(): Promise<ConfiguredSink> {
+    this.resultsSink ??= createResultsSink(this.nc, {
+      prefix: this.n.prefix,
+      resultsUrl: this.opts.resultsUrl,
+      // A reader holds one connection at most.
+      finalizers: 1,
+    }).catch((err: unknown) => {
+      this.resultsSink = null;
+      throw err;
+    });
+    return this.resultsSink;
+  }
+
   async close(): Promise<void> {
+    const sink = this.resultsSink;
+    this.resultsSink = null;
+    await (await sink?.catch(() => null))?.close?.();
     if (this.ownsConnection) await this.nc.close();
   }
 }
@@ -384,6 +410,12 @@ export interface TaskResult {
   finalizedAt: string;
   /** Its key in the output store; `output(runId, taskId)` reads it. */
   outputRef: string;
+  /** The attempt's number; absent from records written by backends from before it. */
+  attempt?: number;
+  /** When the attempt started (server time); null or absent when not recorded. */
+  startedAt?: string | null;
+  /** When its result was accepted (server time); null or absent when not recorded. */
+  finishedAt?: string | null;
 }
 
 /** A stored record as a {@link TaskResult}: what `results()` gives and `sonar results` prints. */
@@ -395,4 +427,8 @@ export const taskResultOf = (r: StoredResult): TaskResult => ({
   bytes: r.bytes,
   finalizedAt: r.finalizedAt,
   outputRef: r.outputRef,
+  // Records of older backends lack them: absent, not undefined, in `--json`.
+  ...(r.attempt !== undefined && { attempt: r.attempt }),
+  ...(r.startedAt !== undefined && { startedAt: r.startedAt }),
+  ...(r.finishedAt !== undefined && { finishedAt: r.finishedAt }),
 });

@@ -1,16 +1,6 @@
 import { ErrorCode, SonarError } from '../../actors/errors.js';
 import type { OutputStore } from './output-store.js';
-import type { KvResultsSink, StoredResult } from './results-sink.js';
-
-/** Every stored result of a run, by task id. */
-export async function listResults(sink: KvResultsSink, runId: string): Promise<StoredResult[]> {
-  const keys: string[] = [];
-  for await (const key of await sink.kv.keys(`${runId}.*`)) keys.push(key);
-  const found = await Promise.all(keys.map((key) => sink.get(runId, key.slice(runId.length + 1))));
-  return found
-    .filter((r): r is StoredResult => r !== null)
-    .sort((a, b) => (a.taskId < b.taskId ? -1 : a.taskId > b.taskId ? 1 : 0));
-}
+import type { StoredResult } from './results-sink.js';
 
 /** The output when the record holds it (small outputs are copied into it), else null. */
 export function inlineOutput(r: StoredResult): Uint8Array | null {

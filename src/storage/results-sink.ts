@@ -1,6 +1,7 @@
 import { Kvm } from '@nats-io/kv';
 import type { KV } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
+import { ErrorCode, SonarError } from '../../actors/errors.js';
 import { isWrongLastSequence } from '../../streams/errors.js';
 import type { Names } from '../../streams/names.js';
 import { INLINE_OUTPUT_MAX } from './output-store.js';
@@ -14,6 +15,12 @@ export interface ResultRecord {
   stepId: string;
   taskId: string;
   attemptId: string;
+  /** The attempt's number (1, 2, ...: publishes of the task so far). */
+  attempt: number;
+  /** ISO-8601 server time the attempt started (`TaskStarted`); null when unknown. */
+  startedAt: string | null;
+  /** ISO-8601 server time its result was accepted (`TaskResultAccepted`); null when unknown. */
+  finishedAt: string | null;
   /** Where the output lives: an output store key, or `inline`. */
   outputRef: string;
   /** Decoded size of the output. */
@@ -54,9 +61,57 @@ export interface ResultsSink {
    * Upserts the record under `<runId>.<taskId>`; `output` is the validated output. `signal`
    * aborts when the write's deadline (the finalize lease) passes: the job is then retried
    * whether or not the write stops, so a write should honour it.
+   * @throws SinkUnavailableError while the sink cannot be reached (the pool pauses);
+   * SinkRejectedError when the sink refuses this record for good (the job is poisoned).
    */
   upsert(record: ResultRecord, output: OutputBody, signal: AbortSignal): Promise<UpsertOutcome>;
+  /**
+   * Resolves once the sink answers again; the finalizer pool calls it while paused after a
+   * {@link SinkUnavailableError}. Without it, the pool retries the held jobs on a timer.
+   */
+  probe?(): Promise<void>;
+  /** Deletes every record of a run (SONAR_RETENTION). Idempotent. */
+  purgeRun?(runId: string): Promise<void>;
+  /** Releases connections; the backend calls it last, when it stops. */
+  close?(): Promise<void>;
 }
+
+/** What `sonar results` and the client SDK read, from whichever sink is configured. */
+export interface ResultsReader {
+  /** The stored result of a task, or null. */
+  get(runId: string, taskId: string): Promise<StoredResult | null>;
+  /** Every stored result of a run, by task id. */
+  list(runId: string): Promise<StoredResult[]>;
+  close?(): Promise<void>;
+}
+
+/**
+ * The sink cannot be reached (its database is down, its connection refused): nothing is
+ * wrong with the record. The finalizer pool pauses instead of spending the job's deliveries.
+ */
+export class SinkUnavailableError extends SonarError {
+  override readonly name = 'SinkUnavailableError';
+  constructor(message: string, options?: ErrorOptions) {
+    super(ErrorCode.Unavailable, message, {}, options);
+  }
+}
+
+export const isSinkUnavailable = (e: unknown): e is SinkUnavailableError =>
+  e instanceof SinkUnavailableError;
+
+/**
+ * The sink refuses this record, and would refuse it again (a constraint or data error): the
+ * message is the sink's own, so the poisoned task's error history says why.
+ */
+export class SinkRejectedError extends SonarError {
+  override readonly name = 'SinkRejectedError';
+  constructor(message: string, details: Record<string, unknown> = {}, options?: ErrorOptions) {
+    super(ErrorCode.Validation, message, details, options);
+  }
+}
+
+export const isSinkRejected = (e: unknown): e is SinkRejectedError =>
+  e instanceof SinkRejectedError;
 
 /** An output already in memory (an inline one, or a test's) as a sink receives it. */
 export function bodyOf(bytes: Uint8Array): OutputBody {
@@ -89,7 +144,7 @@ const decoder = new TextDecoder();
  * are copied into the value (a KV value is bounded by the server's max payload); larger ones
  * stay in the output store and the record points at them by `outputRef`.
  */
-export class KvResultsSink implements ResultsSink {
+export class KvResultsSink implements ResultsSink, ResultsReader {
   constructor(readonly kv: KV) {}
 
   static async open(nc: NatsConnection, n: Names): Promise<KvResultsSink> {
@@ -126,5 +181,17 @@ export class KvResultsSink implements ResultsSink {
     const entry = await this.kv.get(resultKeyOf(runId, taskId));
     if (!entry || entry.operation !== 'PUT') return null;
     return entry.json<StoredResult>();
+  }
+
+  /** Every stored result of a run, by task id. */
+  async list(runId: string): Promise<StoredResult[]> {
+    const keys: string[] = [];
+    for await (const key of await this.kv.keys(`${runId}.*`)) keys.push(key);
+    const found = await Promise.all(
+      keys.map((key) => this.get(runId, key.slice(runId.length + 1))),
+    );
+    return found
+      .filter((r): r is StoredResult => r !== null)
+      .sort((a, b) => (a.taskId < b.taskId ? -1 : a.taskId > b.taskId ? 1 : 0));
   }
 }

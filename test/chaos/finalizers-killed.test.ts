@@ -1,7 +1,6 @@
-import { jetstreamManager } from '@nats-io/jetstream';
 import { describe, expect, it } from 'vitest';
+import { killFinalizersInWaves } from './finalizer-kills.js';
 import { finalizingAgain, finishScenario } from './scenario.js';
-import type { Fault } from './scenario.js';
 import { chaosRun } from './world.js';
 import { worldOnServer } from './world-per-file.js';
 
@@ -20,26 +19,8 @@ describe('chaos: a burst of results while the finalizers are SIGKILLed', () => {
       slots: 4,
     });
 
-    const jsm = await jetstreamManager(w.nc);
-    const backlog = async (): Promise<number> =>
-      (await jsm.streams.info(w.n.streams.finalize)).state.messages;
-    const faults: Fault[] = [];
     // Kill one finalizer pool, then the other, then both at once; new backends replace them.
-    for (const [progress, count] of [
-      [0.2, 1],
-      [0.4, 1],
-      [0.6, 2],
-    ] as const) {
-      await w.waitFinalized(Math.floor(TASKS * progress));
-      const victims = w.backends.filter((b) => b.proc.running).slice(0, count);
-      const queued = await backlog();
-      faults.push({
-        what: `SIGKILL ${victims.map((v) => v.proc.name).join(',')} (${queued} jobs queued)`,
-        at: Date.now(),
-      });
-      await Promise.all(victims.map((v) => v.proc.kill('SIGKILL')));
-      await w.startBackends(victims.length);
-    }
+    const faults = await killFinalizersInWaves(w, TASKS);
 
     const status = await w.waitRunEnded('burst');
     expect(status.state).toBe('Succeeded');

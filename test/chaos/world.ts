@@ -23,6 +23,7 @@ import { SonarClient } from '../../src/client/client.js';
 import type { RunStatus } from '../../src/client/client.js';
 import type { RunFile } from '../../src/protocol.js';
 import type { StoredResult } from '../../src/storage/results-sink.js';
+import { countPgWrites, pgRecords, pgRowCount, pgWrites } from '../helpers/postgres-writes.js';
 import { ApiClient } from '../../src/worker/api-client.js';
 import { eventually } from '../helpers/eventually.js';
 import type { SecureEnvironment } from '../helpers/secure-nats.js';
@@ -306,6 +307,8 @@ export class ChaosWorld {
    * its stream info (an operator may read that, not the results).
    */
   async finalizedCount(): Promise<number> {
+    const url = this.env['SONAR_RESULTS_URL'];
+    if (url !== undefined) return pgRowCount(url, this.n.prefix);
     const jsm = await jetstreamManager(this.nc);
     const info = await jsm.streams.info(`KV_${this.n.buckets.results}`);
     return info.state.messages;
@@ -382,6 +385,11 @@ export class ChaosWorld {
    * as a client (`sonar results` reads the same bucket).
    */
   async sink(): Promise<{ records: Map<string, StoredResult>; writes: number }> {
+    const url = this.env['SONAR_RESULTS_URL'];
+    if (url !== undefined) {
+      const records = await pgRecords(url, this.n.prefix);
+      return { records, writes: await pgWrites(url, this.n.prefix) };
+    }
     const kv = await new Kvm(this.clientNc).open(this.n.buckets.results);
     const records = new Map<string, StoredResult>();
     for await (const key of await kv.keys()) {
@@ -392,6 +400,18 @@ export class ChaosWorld {
     // History 1 keeps one message per key, but last_seq counts every write ever made.
     const writes = (await jsm.streams.info(`KV_${this.n.buckets.results}`)).state.last_seq;
     return { records, writes };
+  }
+
+  /**
+   * With `SONAR_RESULTS_URL`: makes the results table now (as a backend would on its first
+   * write) and counts every row written from then on (see postgres-writes.ts), so that
+   * {@link ChaosWorld.sink} can tell a rewrite. Call before the backends start.
+   */
+  async countResultWrites(): Promise<void> {
+    const url = this.env['SONAR_RESULTS_URL'];
+    if (url === undefined)
+      throw new Error('countResultWrites: this world has no SONAR_RESULTS_URL');
+    await countPgWrites(url, this.n.prefix);
   }
 
   /** SIGKILLs every process of this world and closes its connections. */

@@ -62,6 +62,7 @@ interface ExpectedSonarConfig {
   stopGraceMs: number;
   imdsUrl: string;
   s3?: ExpectedS3Config;
+  resultsUrl?: string;
   allowSnapshotLoss?: boolean;
 }
 

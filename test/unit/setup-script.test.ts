@@ -54,18 +54,20 @@ function sandbox() {
     writeFileSync(join(bin, name), `#!/bin/sh\nPATH=/usr/bin:/bin\n${body}\n`);
     chmodSync(join(bin, name), 0o755);
   };
-  const run = (uid: number) =>
-    spawnSync(process.execPath, [join(root, 'scripts', 'setup.mjs')], {
+  const pgRoot = join(root, 'postgresql');
+  const run = (uid: number, args: string[] = []) =>
+    spawnSync(process.execPath, [join(root, 'scripts', 'setup.mjs'), ...args], {
       encoding: 'utf8',
       env: {
         PATH: bin,
         SONAR_SETUP_FAKE_UID: String(uid),
         SONAR_SETUP_OFF_PATH_DIRS: empty,
+        SONAR_SETUP_PG_ROOT: pgRoot,
       },
     });
   /** Puts the fake apt-get on PATH; `needsUpdate` makes its first install fail. */
   const aptGet = (needsUpdate: boolean) => exe('apt-get', fakeAptGet(calls, bin, needsUpdate));
-  return { root, bin, calls, exe, aptGet, run };
+  return { root, bin, calls, exe, aptGet, run, pgRoot };
 }
 
 describe('scripts/setup.mjs', () => {
@@ -108,5 +110,54 @@ describe('scripts/setup.mjs', () => {
       'sonar: nats-server is missing: install it with `sudo apt-get install -y nats-server`\n',
     );
     expect(existsSync(s.calls)).toBe(false);
+  });
+
+  describe('--postgres', () => {
+    /** A fake apt-get whose `install -y postgresql` lays out Debian's bin dir. */
+    const fakePgAptGet = (calls: string, pgRoot: string) => `
+echo "$DEBIAN_FRONTEND $*" >> ${calls}
+if [ "$1" = update ]; then exit 0; fi
+if [ "$1" = install ]; then
+  mkdir -p ${pgRoot}/15/bin
+  for b in postgres initdb; do printf '#!/bin/sh\\n' > ${pgRoot}/15/bin/$b; chmod +x ${pgRoot}/15/bin/$b; done
+  exit 0
+fi
+exit 1`;
+
+    it('updates the package lists, then installs postgresql, when we are root', () => {
+      const s = sandbox();
+      s.exe('nats-server', 'echo nats-server');
+      s.exe('apt-get', fakePgAptGet(s.calls, s.pgRoot));
+      const r = s.run(0, ['--postgres']);
+      expect(r.stderr).toBe('sonar: installing postgresql with apt-get\n');
+      expect(r.status).toBe(0);
+      expect(readFileSync(s.calls, 'utf8').trim().split('\n')).toEqual([
+        'noninteractive update',
+        'noninteractive install -y postgresql',
+      ]);
+      // Installed: quiet the next time.
+      expect(s.run(0, ['--postgres']).stderr).toBe('');
+    });
+
+    it('stops with one line saying what to do when it cannot install', () => {
+      const s = sandbox();
+      s.exe('nats-server', 'echo nats-server');
+      const notRoot = s.run(1000, ['--postgres']);
+      expect(notRoot.status).toBe(1);
+      expect(notRoot.stderr).toBe(
+        'sonar: PostgreSQL is missing: install it with `sudo apt-get install -y postgresql`\n',
+      );
+      const noApt = s.run(0, ['--postgres']);
+      expect(noApt.status).toBe(1);
+      expect(noApt.stderr).toMatch(
+        /^sonar: PostgreSQL is missing and apt-get is not available: install PostgreSQL by hand[^\n]*\n$/,
+      );
+    });
+
+    it('is not asked for without the flag', () => {
+      const s = sandbox();
+      s.exe('nats-server', 'echo nats-server');
+      expect(s.run(1000).status).toBe(0);
+    });
   });
 });

@@ -105,6 +105,10 @@ export async function runFinalizeJob(deps: JobDeps, job: FinalizeJob): Promise<J
     stepId: task.spec.stepId,
     taskId: job.taskId,
     attemptId: job.attemptId,
+    attempt: task.attempt,
+    startedAt: task.startedAt ?? null,
+    // While Finalizing, `since` is the time the result was accepted.
+    finishedAt: task.since,
     outputRef: job.outputRef,
     bytes: output.bytes,
     kind,

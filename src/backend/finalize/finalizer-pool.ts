@@ -4,7 +4,7 @@ import { parseDuration } from '../../duration.js';
 import type { Logger } from '../../log.js';
 import { signalMetric } from '../../metrics.js';
 import type { OutputStore } from '../../storage/output-store.js';
-import { KvResultsSink } from '../../storage/results-sink.js';
+import { isSinkRejected, isSinkUnavailable } from '../../storage/results-sink.js';
 import type { ResultsSink } from '../../storage/results-sink.js';
 import type { Component } from '../backend.js';
 import type { BackendContext } from '../context.js';
@@ -16,10 +16,11 @@ import {
 import { FailureLog } from './failure-log.js';
 import { isPermanentFinalizeError, parseJob, runFinalizeJob } from './finalize-job.js';
 import { reportStage } from '../task-stage-timing.js';
-import type { JobDeps } from './finalize-job.js';
+import type { JobDeps, JobOutcome } from './finalize-job.js';
 import { MaxDeliveriesWatcher } from './max-deliveries-watcher.js';
 import { Poisoner } from './poisoner.js';
 import { SerialPuller } from './serial-puller.js';
+import { SinkBreaker } from './sink-breaker.js';
 import { StragglerGuard } from '../straggler-guard.js';
 import { ValidationError } from '../../../actors/errors.js';
 
@@ -27,7 +28,8 @@ import { ValidationError } from '../../../actors/errors.js';
 export interface FinalizerPoolOptions {
   /**
    * Where finalized results go.
-   * @defaultValue a {@link KvResultsSink} on `sonar_results`
+   * @defaultValue the backend's configured sink: PostgreSQL with `SONAR_RESULTS_URL`, else
+   * the `sonar_results` KV bucket
    */
   sink?: ResultsSink;
   /**
@@ -124,6 +126,8 @@ export interface FinalizerStats {
   stale: number;
   failed: number;
   poisoned: number;
+  /** Times the pool paused because its results sink could not be reached. */
+  pauses: number;
 }
 
 const errorText = (err: unknown): string => (err instanceof Error ? err.message : String(err));
@@ -135,10 +139,13 @@ const errorText = (err: unknown): string => (err instanceof Error ? err.message 
  * it runs. A failure is recorded in `sonar_finalize_errors` and retried with `nak(delay)`
  * (1 s doubling, capped at 60 s); after max_deliver, or at once for a missing or invalid
  * output, the job is poisoned and leaves the queue. Jobs waiting out a delay hold no lane.
+ * A sink that cannot be reached is no failure of the job: the pool pauses instead
+ * (sink-breaker.ts), holding its jobs until the sink answers, and a record the sink refuses
+ * is poisoned at once.
  */
 export class FinalizerPool implements Component {
   readonly name = 'finalizer';
-  readonly stats: FinalizerStats = { finalized: 0, stale: 0, failed: 0, poisoned: 0 };
+  readonly stats: FinalizerStats = { finalized: 0, stale: 0, failed: 0, poisoned: 0, pauses: 0 };
   private readonly opts: ResolvedFinalizerPoolOptions;
   private readonly log: Logger;
   private lanes: SerialPuller[] = [];
@@ -146,6 +153,8 @@ export class FinalizerPool implements Component {
   private deps!: JobDeps;
   private failures!: FailureLog;
   private poisoner!: Poisoner;
+  private breaker!: SinkBreaker;
+  private halt = new AbortController();
   private renewMs = 10_000;
   private maxDeliver = -1;
   private readonly stopping = new StragglerGuard('finalizer');
@@ -163,7 +172,11 @@ export class FinalizerPool implements Component {
     // A lane left in a slow sink write by a bounded stop still holds (and renews) its job.
     this.stopping.assertIdle();
     const { ctx, opts } = this;
-    const sink = this.userOpts.sink ?? (await KvResultsSink.open(ctx.nc, ctx.names));
+    const sink = this.userOpts.sink ?? ctx.results;
+    this.halt = new AbortController();
+    this.breaker = new SinkBreaker(sink.probe?.bind(sink), this.log, this.halt.signal, (paused) =>
+      signalMetric({ kind: 'sink-pause', nodeId: ctx.nodeId, paused }),
+    );
     this.failures = await FailureLog.open(ctx.nc, ctx.names);
     const consumer = await ctx.js.consumers.get(
       ctx.names.streams.finalize,
@@ -205,6 +218,8 @@ export class FinalizerPool implements Component {
       this.log,
       opts.pullExpiresMs,
       opts.size,
+      // While the sink is down, no job is pulled: it would only wait beside the held ones.
+      () => this.breaker.whenClosed(),
     );
     this.lanes.push(lanes);
     lanes.start();
@@ -230,6 +245,8 @@ export class FinalizerPool implements Component {
   async stop(): Promise<void> {
     const lanes = this.lanes;
     this.lanes = [];
+    // Held jobs stop waiting for the sink: they are handed back below.
+    this.halt.abort();
     await this.stopping.track(Promise.all([...lanes.map((l) => l.stop()), this.watcher?.stop()]));
   }
 
@@ -249,7 +266,12 @@ export class FinalizerPool implements Component {
       }
     }, this.renewMs);
     try {
-      const outcome = await runFinalizeJob(this.deps, job);
+      const outcome = await this.runHeld(job);
+      if (outcome === null) {
+        // Stopped while the sink was down: hand the job back now rather than after its lease.
+        settle(msg, 'nak', this.log);
+        return;
+      }
       if (outcome.kind === 'finalized') {
         this.stats.finalized++;
         // Succeeded keeps no time of its own: the move is now, by this backend's clock.
@@ -267,9 +289,29 @@ export class FinalizerPool implements Component {
     }
   }
 
+  /**
+   * Runs the job; while the sink cannot be reached, holds it (its lease renewed) and runs it
+   * again once the breaker closes, so an outage spends none of its deliveries. Null: the
+   * pool stopped meanwhile.
+   */
+  private async runHeld(job: FinalizeJob): Promise<JobOutcome | null> {
+    for (;;) {
+      await this.breaker.whenClosed();
+      if (this.halt.signal.aborted) return null;
+      try {
+        return await runFinalizeJob(this.deps, job);
+      } catch (err: unknown) {
+        if (!isSinkUnavailable(err)) throw err;
+        if (!this.breaker.isOpen) this.stats.pauses++;
+        void this.breaker.trip(err);
+      }
+    }
+  }
+
   private async onFailure(msg: JsMsg, job: FinalizeJob, err: unknown): Promise<void> {
     this.stats.failed++;
-    const permanent = isPermanentFinalizeError(err);
+    // A record the sink refuses (a constraint or data error) fails again on every retry.
+    const permanent = isPermanentFinalizeError(err) || isSinkRejected(err);
     const delivery = msg.info.deliveryCount;
     const error = errorText(err);
     const task = this.ctx.loop.projection.tasks.get(`${job.runId}.${job.taskId}`);

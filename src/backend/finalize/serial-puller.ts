@@ -28,6 +28,8 @@ export class SerialPuller {
     private readonly log: Logger,
     private readonly expiresMs = DEFAULT_EXPIRES_MS,
     lanes = 1,
+    /** Awaited before each pull: the puller asks for nothing while it is pending. */
+    private readonly gate: () => Promise<void> = () => Promise.resolve(),
   ) {
     this.free = Math.max(1, lanes);
   }
@@ -42,6 +44,8 @@ export class SerialPuller {
         await new Promise<void>((resolve) => (this.wake = resolve));
         continue;
       }
+      await this.gate();
+      if (this.stopping) break;
       const asked = this.free;
       this.free = 0;
       let got = 0;

@@ -211,6 +211,9 @@ async function purgeRun(ctx: BackendContext, runId: string): Promise<void> {
   }
   const purge = (stream: string, filter: string) => jsm.streams.purge(stream, { filter });
   const kv = (bucket: string) => ({ stream: `KV_${bucket}`, keys: `$KV.${bucket}.${runId}.>` });
+  // A sink of its own (the PostgreSQL table) deletes the run's rows; the KV bucket is purged
+  // with the others below whichever sink is configured, as it may hold rows of before.
+  await ctx.results.purgeRun?.(runId);
   for (const bucket of [n.buckets.results, n.buckets.finalizeErrors]) {
     const { stream, keys } = kv(bucket);
     await purge(stream, keys);

@@ -4,9 +4,10 @@ import { assertId } from '../../../actors/ids.js';
 import { taskResultOf } from '../../client/client.js';
 import type { TaskResult } from '../../client/client.js';
 import { createOutputStore } from '../../storage/create-output-store.js';
-import { KvResultsSink, resultKeyOf } from '../../storage/results-sink.js';
+import { createResultsSink } from '../../storage/create-results-sink.js';
+import { resultKeyOf } from '../../storage/results-sink.js';
 import type { StoredResult } from '../../storage/results-sink.js';
-import { inlineOutput, listResults, readOutput } from '../../storage/result-reader.js';
+import { inlineOutput, readOutput } from '../../storage/result-reader.js';
 import { withConnection } from '../context.js';
 import type { ConnectionFlags } from '../context.js';
 import { writeOut } from '../../display/output.js';
@@ -64,7 +65,7 @@ export function registerResults(program: Command): void {
     .command('results')
     .summary('print the results of a run, or one task output')
     .description(
-      "print the results the finalizers wrote to the sonar_results sink: each task's size and a preview of its output. " +
+      "print the results the finalizers wrote to the results sink (the sonar_results bucket, or the PostgreSQL table when SONAR_RESULTS_URL is set): each task's size and a preview of its output. " +
         "With --task, that task's whole output on stdout, fetched from the output store when it is too large for the sink (over 16 KiB).",
     )
     .argument('<run>', 'run id')
@@ -76,27 +77,32 @@ export function registerResults(program: Command): void {
       assertId('run', runId);
       if (flags.task !== undefined) assertId('--task', flags.task);
       await withConnection(flags, async (ctx) => {
-        const sink = await KvResultsSink.open(ctx.nc, ctx.names);
-        if (flags.task === undefined) {
-          const results = await listResults(sink, runId);
-          await writeOut(
-            flags.json
-              ? `${JSON.stringify({ runId, results: results.map((r) => viewOf(r, inlineOutput(r))) }, null, 2)}\n`
-              : listText(runId, results),
-          );
-          return;
+        // The configured sink: the PostgreSQL table with SONAR_RESULTS_URL, else the bucket.
+        const sink = await createResultsSink(ctx.nc, ctx.config);
+        try {
+          if (flags.task === undefined) {
+            const results = await sink.list(runId);
+            await writeOut(
+              flags.json
+                ? `${JSON.stringify({ runId, results: results.map((r) => viewOf(r, inlineOutput(r))) }, null, 2)}\n`
+                : listText(runId, results),
+            );
+            return;
+          }
+          const r = await sink.get(runId, flags.task);
+          if (!r) {
+            throw new SonarError(
+              ErrorCode.NotFound,
+              `no result for ${resultKeyOf(runId, flags.task)}: the task has not succeeded (sonar status --run ${runId})`,
+              { runId, taskId: flags.task },
+            );
+          }
+          const output = await readOutput(r, () => createOutputStore(ctx.nc, ctx.config));
+          if (flags.json) await writeOut(`${JSON.stringify(viewOf(r, output), null, 2)}\n`);
+          else await new Promise<void>((resolve) => process.stdout.write(output, () => resolve()));
+        } finally {
+          await sink.close?.();
         }
-        const r = await sink.get(runId, flags.task);
-        if (!r) {
-          throw new SonarError(
-            ErrorCode.NotFound,
-            `no result for ${resultKeyOf(runId, flags.task)}: the task has not succeeded (sonar status --run ${runId})`,
-            { runId, taskId: flags.task },
-          );
-        }
-        const output = await readOutput(r, () => createOutputStore(ctx.nc, ctx.config));
-        if (flags.json) await writeOut(`${JSON.stringify(viewOf(r, output), null, 2)}\n`);
-        else await new Promise<void>((resolve) => process.stdout.write(output, () => resolve()));
       });
     });
 }

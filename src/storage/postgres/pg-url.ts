@@ -1,0 +1,63 @@
+/**
+ * `SONAR_RESULTS_URL`: the PostgreSQL connection string of the results sink, checked before
+ * anything connects, and shown only with its password masked.
+ */
+
+/** The schemes libpq (and node-postgres) accept for a connection URI. */
+const SCHEMES = new Set(['postgres:', 'postgresql:']);
+
+/** libpq's sslmode values, plus node-postgres's `no-verify` (TLS without checking the peer). */
+export const SSL_MODES = [
+  'disable',
+  'allow',
+  'prefer',
+  'require',
+  'verify-ca',
+  'verify-full',
+  'no-verify',
+] as const;
+
+/**
+ * The URL with its password replaced by `***`, for every message and log line that shows it.
+ * A value that does not even parse is masked by its shape (`scheme://user:<anything>@`), so a
+ * typo never prints the password either.
+ */
+export function maskResultsUrl(raw: string): string {
+  try {
+    const url = new URL(raw);
+    if (url.password === '') return raw;
+    url.password = '***';
+    return url.toString();
+  } catch (_err: unknown) {
+    return raw.replace(/^([a-z][a-z0-9+.-]*:\/\/[^:/@]*:)[^@]*@/i, '$1***@');
+  }
+}
+
+/**
+ * Checks a results URL: `postgres://` or `postgresql://`, a host, and an sslmode libpq
+ * knows, if one is given. Returns the URL as given (node-postgres reads sslmode and the other
+ * parameters from it); throws a message that shows it masked.
+ */
+export function parseResultsUrl(raw: string | number): string {
+  const value = String(raw).trim();
+  const shown = JSON.stringify(maskResultsUrl(value));
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch (_err: unknown) {
+    throw new Error(`${shown} is not a PostgreSQL URL (e.g. postgres://sonar@db:5432/sonar)`);
+  }
+  if (!SCHEMES.has(url.protocol)) {
+    throw new Error(
+      `${shown} is not a PostgreSQL URL: the scheme must be postgres:// or postgresql:// (e.g. postgres://sonar@db:5432/sonar)`,
+    );
+  }
+  if (url.hostname === '' && !url.searchParams.has('host')) {
+    throw new Error(`${shown} names no host (e.g. postgres://sonar@db:5432/sonar)`);
+  }
+  const sslmode = url.searchParams.get('sslmode');
+  if (sslmode !== null && !(SSL_MODES as readonly string[]).includes(sslmode)) {
+    throw new Error(`${shown}: sslmode "${sslmode}" is not one of ${SSL_MODES.join(', ')}`);
+  }
+  return value;
+}
