@@ -3,6 +3,8 @@ export * from './decisions.js';
 export * from './fleet.js';
 export * from './recovery.js';
 export * from './pending-order.js';
+export * from './delays.js';
+export * from './priority-order.js';
 export * from './capacity.js';
 export * from './starvation.js';
 export * from './progress.js';
