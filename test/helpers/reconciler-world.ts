@@ -61,6 +61,11 @@ export class World {
       after?: string[];
       maxConcurrent?: number;
       taskTags?: (i: number) => string[] | undefined;
+      priority?: number;
+      notBefore?: string;
+      delayMs?: number;
+      /** A task's own priority and time (TaskCreated fields), when it has any. */
+      taskOwn?: (i: number) => { priority?: number; notBefore?: string; delayMs?: number };
     }[],
     opts: { submit?: boolean; time?: string } = {},
   ): this {
@@ -78,6 +83,9 @@ export class World {
             after: s.after ?? [],
             taskCount: s.tasks,
             ...(s.maxConcurrent === undefined ? {} : { maxConcurrent: s.maxConcurrent }),
+            ...(s.priority !== undefined && { priority: s.priority }),
+            ...(s.notBefore !== undefined && { notBefore: s.notBefore }),
+            ...(s.delayMs !== undefined && { delayMs: s.delayMs }),
           },
           time,
         ),
@@ -86,7 +94,10 @@ export class World {
         const taskId = `${s.id}-${i}`;
         this.add(
           subject.task(runId, taskId),
-          taskCreated({ runId, stepId: s.id, taskId, tags: s.taskTags?.(i) ?? tags }, time),
+          taskCreated(
+            { runId, stepId: s.id, taskId, tags: s.taskTags?.(i) ?? tags, ...s.taskOwn?.(i) },
+            time,
+          ),
         );
       }
       total += s.tasks;
