@@ -110,7 +110,8 @@ export interface Projection {
    * that its cost does not grow with every worker that ever joined and left.
    */
   workersInService: Set<string>;
-  leader: { nodeId: string; time: string; seq: number } | null;
+  /** The last `ReconcilerElected`; `honors` absent when an older leader wrote it. */
+  leader: { nodeId: string; time: string; seq: number; honors?: string[] } | null;
   /** Stream sequence of the last event applied. */
   lastSeq: number;
 }
@@ -393,7 +394,8 @@ export function applyDecoded(
   if (seq > p.lastSeq) p.lastSeq = seq;
   if (ref.kind === 'system') {
     if (event.type === 'ReconcilerElected') {
-      p.leader = { nodeId: event.data.nodeId, time: event.time, seq };
+      const { nodeId, honors } = event.data;
+      p.leader = { nodeId, time: event.time, seq, ...(honors && { honors }) };
     }
     return { ok: true, ref, event, from, to, actions };
   }

@@ -5,6 +5,7 @@ export * from './recovery.js';
 export * from './pending-order.js';
 export * from './delays.js';
 export * from './priority-order.js';
+export * from './honors.js';
 export * from './capacity.js';
 export * from './starvation.js';
 export * from './progress.js';

@@ -24,6 +24,7 @@ export const stepEventData = {
     /** The backoff after a retryable failure (task/retry-policy.ts). Absent: the default. */
     retry: z
       .object({
+        maxAttempts: z.number().int().min(1),
         backoff: z.enum(['fixed', 'exponential']),
         initialMs: z.number().int().min(0),
         maxMs: z.number().int().min(0),

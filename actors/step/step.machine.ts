@@ -1,7 +1,7 @@
 import { assign, setup } from 'xstate';
 import { resolveNotBefore } from '../not-before.js';
 import { DEFAULT_PRIORITY } from '../priority.js';
-import type { RetryPolicy } from '../task/retry-policy.js';
+import type { StepRetry } from '../task/retry-policy.js';
 import type { StepCreated, StepEvent, StepFailed } from './step.events.js';
 
 export interface StepContext {
@@ -17,8 +17,8 @@ export interface StepContext {
   priority: number;
   /** No task of the step is placed before this time (resolved from `notBefore` or `delayMs`). */
   notBefore: string | null;
-  /** Null: DEFAULT_RETRY_POLICY. */
-  retry: RetryPolicy | null;
+  /** Null: DEFAULT_RETRY_POLICY, and DEFAULT_MAX_ATTEMPTS for tasks without their own. */
+  retry: StepRetry | null;
   /** Ready with Pending tasks and no eligible worker for any of their tags. */
   starved: boolean;
   /** Tasks named by the last StepBlocked or StepFailed. */

@@ -17,6 +17,12 @@ export interface RetryPolicy {
   jitter: number;
 }
 
+/** A step's `retry` as `StepCreated` records it: the policy and the attempts of its tasks. */
+export interface StepRetry extends RetryPolicy {
+  /** For its tasks without a `maxAttempts` of their own. */
+  maxAttempts: number;
+}
+
 /** What a step without `retry` gets: 1 s doubling per failure, capped at 5 min, no jitter. */
 export const DEFAULT_RETRY_POLICY: Readonly<RetryPolicy> = {
   backoff: 'exponential',

@@ -38,6 +38,7 @@ describe('loadConfig', () => {
         recoveryWindowMs: 72 * 3_600_000,
         capacityMultiplier: 1,
         dispatchBatch: 8,
+        priorityAgingMs: 60_000,
         finalizers: 4,
         finalizeLeaseMs: 30_000,
         finalizeMaxDeliver: 6,
@@ -112,6 +113,7 @@ describe('loadConfig', () => {
         SONAR_RECOVERY_WINDOW: '1d',
         SONAR_CAPACITY_MULTIPLIER: '1.5',
         SONAR_DISPATCH_BATCH: '16',
+        SONAR_PRIORITY_AGING: '0',
         SONAR_FINALIZERS: '2',
         SONAR_FINALIZE_LEASE: '45s',
         SONAR_FINALIZE_MAX_DELIVER: '10',
@@ -159,6 +161,7 @@ describe('loadConfig', () => {
         recoveryWindowMs: 86_400_000,
         capacityMultiplier: 1.5,
         dispatchBatch: 16,
+        priorityAgingMs: 0,
         finalizers: 2,
         finalizeLeaseMs: 45_000,
         finalizeMaxDeliver: 10,
@@ -407,7 +410,7 @@ describe('loadConfig', () => {
 
 describe('configVariables', () => {
   it('lists the SONAR_* variables of DESIGN.md §9', () => {
-    expect(configVariables).toHaveLength(53);
+    expect(configVariables).toHaveLength(54);
     expect(configVariables[0]).toBe('SONAR_NATS_URL');
     expect(configVariables.every((v) => v.startsWith('SONAR_'))).toBe(true);
   });

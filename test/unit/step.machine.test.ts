@@ -102,7 +102,13 @@ describe('stepMachine', () => {
     });
 
     it('resolves `delayMs` from its own time, and keeps priority and retry policy', () => {
-      const retry = { backoff: 'fixed', initialMs: 500, maxMs: 500, jitter: 0.5 } as const;
+      const retry = {
+        maxAttempts: 4,
+        backoff: 'fixed',
+        initialMs: 500,
+        maxMs: 500,
+        jitter: 0.5,
+      } as const;
       const [snap] = initialTransition(
         stepMachine,
         stepCreated({ priority: 7, delayMs: 90_000, retry }, '2026-01-01T00:00:00.000Z'),
