@@ -2,6 +2,8 @@ import { describe, it, expect } from 'vitest';
 import { resolvePlanConfig } from '../../actors/reconciler/config.js';
 import { delayedTasks } from '../../actors/reconciler/delays.js';
 import { plan } from '../../actors/reconciler/plan.js';
+import { replay } from '../../actors/replay.js';
+import { readFileSync } from 'node:fs';
 import { at } from '../helpers/event-builders.js';
 import { World, entry, ms } from '../helpers/reconciler-world.js';
 
@@ -108,6 +110,32 @@ describe('plan: delays', () => {
       ]);
       expect(plan(w.p, [], ms(0), config).starved).toEqual(['r1.timed']);
     });
+  });
+
+  it('the priorities-and-delays replay scenario plans as sonar plan --json prints it', () => {
+    const text = readFileSync(
+      new URL('../replay/scenarios/priorities-and-delays.jsonl', import.meta.url),
+      'utf8',
+    );
+    const { projection } = replay(text.split('\n'));
+    const live = [entry('w-1', { slots: 4, pulseAt: '2026-06-01T08:00:09.000Z' })];
+    const d = plan(projection, live, Date.parse('2026-06-01T08:00:10.000Z'), config);
+    // bulk's notBefore 09:00+01:00 has passed; b1's own (08:30Z) and later's delay have not.
+    // Two slots left: b2 (its own 7) before b3 (bulk's -10).
+    expect(d.publish.map((x) => x.task)).toEqual(['night.b2', 'night.b3']);
+    expect(d.delayed).toEqual({ 'night.later': 1, 'night.bulk': 1 });
+    // At 08:30Z urgent's two come back (publish timeout): u1 at 50 first, b1 due at its
+    // very time, u2 (its own -100) last, left out of the four slots.
+    const late = [entry('w-1', { slots: 4, pulseAt: '2026-06-01T08:29:59.000Z' })];
+    const then = plan(projection, late, Date.parse('2026-06-01T08:30:00.000Z'), config);
+    expect(then.requeue.map((x) => x.task)).toEqual(['night.u1', 'night.u2']);
+    expect(then.publish.map((x) => x.task)).toEqual([
+      'night.u1',
+      'night.b2',
+      'night.b1',
+      'night.b3',
+    ]);
+    expect(then.delayed).toEqual({ 'night.later': 1 });
   });
 
   it('a plan of a log without delays has no delayed field at all', () => {
