@@ -7,6 +7,7 @@ import { applyEvent, createProjection } from '../../actors/projection.js';
 import type { Projection } from '../../actors/projection.js';
 import type { SonarEvent } from '../../actors/events.js';
 import type { ReconcilerEvent } from '../../actors/reconciler/decisions.js';
+import type { StepRetry } from '../../actors/task/retry-policy.js';
 import { names } from '../../streams/names.js';
 import { aggregateSubject } from '../../src/backend/projection/aggregate-subject.js';
 import {
@@ -64,6 +65,7 @@ export class World {
       priority?: number;
       notBefore?: string;
       delayMs?: number;
+      retry?: StepRetry;
       /** A task's own priority and time (TaskCreated fields), when it has any. */
       taskOwn?: (i: number) => { priority?: number; notBefore?: string; delayMs?: number };
     }[],
@@ -86,6 +88,7 @@ export class World {
             ...(s.priority !== undefined && { priority: s.priority }),
             ...(s.notBefore !== undefined && { notBefore: s.notBefore }),
             ...(s.delayMs !== undefined && { delayMs: s.delayMs }),
+            ...(s.retry !== undefined && { retry: s.retry }),
           },
           time,
         ),
