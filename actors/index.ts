@@ -7,6 +7,8 @@ export * from './replay-view.js';
 export * from './transitioner.js';
 export * from './task/task.events.js';
 export * from './task/task.machine.js';
+export * from './task/retry-policy.js';
+export * from './priority.js';
 export * from './step/step.events.js';
 export * from './step/step.machine.js';
 export * from './run/run.events.js';

@@ -53,6 +53,10 @@ export interface StepIndex {
   returned: Set<string>;
   /** How many Pending tasks name each target tag (for starvation, without a walk). */
   pendingTags: Map<string, number>;
+  /** The `fresh` tasks with a priority of their own, in `TaskCreated` order: that priority. */
+  ranked: Map<string, number>;
+  /** The `fresh` tasks with a `notBefore`, in `TaskCreated` order: that time, ms. */
+  timed: Map<string, number>;
 }
 
 /**
@@ -106,7 +110,8 @@ export interface Projection {
    * that its cost does not grow with every worker that ever joined and left.
    */
   workersInService: Set<string>;
-  leader: { nodeId: string; time: string; seq: number } | null;
+  /** The last `ReconcilerElected`; `honors` absent when an older leader wrote it. */
+  leader: { nodeId: string; time: string; seq: number; honors?: string[] } | null;
   /** Stream sequence of the last event applied. */
   lastSeq: number;
 }
@@ -389,7 +394,8 @@ export function applyDecoded(
   if (seq > p.lastSeq) p.lastSeq = seq;
   if (ref.kind === 'system') {
     if (event.type === 'ReconcilerElected') {
-      p.leader = { nodeId: event.data.nodeId, time: event.time, seq };
+      const { nodeId, honors } = event.data;
+      p.leader = { nodeId, time: event.time, seq, ...(honors && { honors }) };
     }
     return { ok: true, ref, event, from, to, actions };
   }
@@ -421,7 +427,8 @@ export function applyDecoded(
     if (from !== to) {
       if (from !== null && isOpen(from)) p.tasksByState[from].delete(ref.key);
       if (isOpen(to)) p.tasksByState[to].add(ref.key);
-      indexTaskMove(index, ref.key, spec.tags, from as TaskState | null, to as TaskState);
+      const context = (next as TaskSnapshot).context;
+      indexTaskMove(index, ref.key, context, from as TaskState | null, to as TaskState);
       markStepActivity(p, stepKey, index);
     }
   } else if (ref.kind === 'step') {
@@ -455,6 +462,8 @@ function stepIndexOf(p: Projection, stepKey: string): StepIndex {
       fresh: new Set(),
       returned: new Set(),
       pendingTags: new Map(),
+      ranked: new Map(),
+      timed: new Map(),
     };
     p.stepIndex.set(stepKey, index);
   }
@@ -464,14 +473,18 @@ function stepIndexOf(p: Projection, stepKey: string): StepIndex {
 function indexTaskMove(
   index: StepIndex,
   key: string,
-  tags: readonly string[],
+  context: TaskContext,
   from: TaskState | null,
   to: TaskState,
 ): void {
+  const tags = context.spec.tags;
   if (from !== null) index.counts[from]--;
   index.counts[to]++;
   if (from === 'Pending') {
-    if (!index.fresh.delete(key)) index.returned.delete(key);
+    if (index.fresh.delete(key)) {
+      index.ranked.delete(key);
+      index.timed.delete(key);
+    } else index.returned.delete(key);
     for (const tag of tags) {
       const n = (index.pendingTags.get(tag) ?? 1) - 1;
       if (n > 0) index.pendingTags.set(tag, n);
@@ -480,9 +493,17 @@ function indexTaskMove(
   }
   if (to === 'Pending') {
     // Only TaskCreated enters `fresh`, so its insertion order is the creation order.
-    (from === null ? index.fresh : index.returned).add(key);
+    if (from === null) indexFresh(index, key, context);
+    else index.returned.add(key);
     for (const tag of tags) index.pendingTags.set(tag, (index.pendingTags.get(tag) ?? 0) + 1);
   }
+}
+
+/** Files a never-published Pending task; also how a restored snapshot rebuilds `ranked`/`timed`. */
+export function indexFresh(index: StepIndex, key: string, context: TaskContext): void {
+  index.fresh.add(key);
+  if (context.spec.priority !== undefined) index.ranked.set(key, context.spec.priority);
+  if (context.retryAt !== null) index.timed.set(key, Date.parse(context.retryAt));
 }
 
 /**

@@ -4,7 +4,7 @@
  * One projection with 1,000 workers over 50 tags and 10k tasks in flight (8k Running, 2k
  * Published), then 1k, 10k and 100k Pending tasks. Each row times `plan()` (and `progress()`)
  * on that state, median and worst of a few runs: the tick's cost, since plan is pure and
- * leaves the projection as it found it.
+ * leaves the projection as it found it. Then the same with priorities and delays in use.
  * Target: plan <= 50 ms at 100k Pending, growing no faster than linearly.
  *
  * Then submit-to-start latency on an idle fleet: a real nats-server, one backend with the
@@ -55,30 +55,94 @@ function table(header: string[], rows: string[][]): void {
   for (const r of rows) console.log(fmt(r));
 }
 
-const w = new World();
-for (let i = 0; i < WORKERS; i++) w.worker(`w${i}`, workerTags(i), SLOTS);
+/**
+ * The plan rows for one shape of Pending work. `placement`: each run's steps at priorities -1
+ * to 2, a tenth of the tasks with a priority of their own, a fifth delayed past `now` (their
+ * own notBefore), and one run in five held back whole by its steps' delay.
+ */
+function planRows(placement: boolean): string[][] {
+  const w = new World();
+  for (let i = 0; i < WORKERS; i++) w.worker(`w${i}`, workerTags(i), SLOTS);
 
-// 10k tasks in flight, spread over every tag, on workers advertising their tag.
-w.run(
-  'busy',
-  Array.from({ length: TAGS }, (_, s) => ({
-    id: `s${s}`,
-    tasks: IN_FLIGHT / TAGS,
-    tags: [tag(s)],
-  })),
-);
-let n = 0;
-for (let s = 0; s < TAGS; s++) {
-  const workers = Array.from({ length: WORKERS }, (_, i) => i).filter((i) =>
-    workerTags(i).includes(tag(s)),
+  // 10k tasks in flight, spread over every tag, on workers advertising their tag.
+  w.run(
+    'busy',
+    Array.from({ length: TAGS }, (_, s) => ({
+      id: `s${s}`,
+      tasks: IN_FLIGHT / TAGS,
+      tags: [tag(s)],
+    })),
   );
-  for (let i = 0; i < IN_FLIGHT / TAGS; i++, n++) {
-    const key = `busy.s${s}-${i}`;
-    if (n % 5 === 4) w.publish(key, tag(s));
-    else w.start(key, `w${workers[i % workers.length]!}`, tag(s));
+  let n = 0;
+  for (let s = 0; s < TAGS; s++) {
+    const workers = Array.from({ length: WORKERS }, (_, i) => i).filter((i) =>
+      workerTags(i).includes(tag(s)),
+    );
+    for (let i = 0; i < IN_FLIGHT / TAGS; i++, n++) {
+      const key = `busy.s${s}-${i}`;
+      if (n % 5 === 4) w.publish(key, tag(s));
+      else w.start(key, `w${workers[i % workers.length]!}`, tag(s));
+    }
   }
+  if (w.p.tasksByState.Running.size !== RUNNING) throw new Error('bench setup: running count');
+
+  const rows: string[][] = [];
+  let pending = 0;
+  let runs = 0;
+  for (const target of PENDING) {
+    // Add Pending work in runs of 10 steps over the tags until `target` tasks wait.
+    while (pending < target) {
+      const perStep = Math.min(1_000, Math.ceil((target - pending) / STEPS_PER_RUN));
+      const r = runs;
+      w.run(
+        `r${r}`,
+        Array.from({ length: STEPS_PER_RUN }, (_, s) => ({
+          id: `s${s}`,
+          tasks: perStep,
+          tags: [tag(r * STEPS_PER_RUN + s)],
+          ...(placement && {
+            priority: ((r + s) % 4) - 1,
+            ...(r % 5 === 4 && { delayMs: 3_600_000 }),
+            taskOwn: (i: number) => ({
+              ...(i % 10 === 3 && { priority: 3 }),
+              ...(i % 5 === 1 && { notBefore: at(3_600) }),
+            }),
+          }),
+        })),
+        { time: T0 },
+      );
+      runs++;
+      pending += perStep * STEPS_PER_RUN;
+    }
+    const planMs: number[] = [];
+    const progressMs: number[] = [];
+    let placed = 0;
+    let delayed = 0;
+    for (let r = 0; r < 3; r++) plan(w.p, live, now, config); // JIT warm-up, not measured
+    for (let r = 0; r < REPEATS; r++) {
+      const t0 = performance.now();
+      const d = plan(w.p, live, now, config);
+      const t1 = performance.now();
+      progress(w.p);
+      const t2 = performance.now();
+      planMs.push(t1 - t0);
+      progressMs.push(t2 - t1);
+      placed = d.publish.length;
+      delayed = Object.values(d.delayed ?? {}).reduce((a, b) => a + b, 0);
+    }
+    rows.push([
+      String(w.p.tasksByState.Pending.size),
+      ...(placement ? [String(delayed)] : []),
+      String(w.p.tasksByState.Published.size + w.p.tasksByState.Running.size),
+      String(w.p.activeSteps.size),
+      String(placed),
+      median(planMs).toFixed(2),
+      Math.max(...planMs).toFixed(2),
+      median(progressMs).toFixed(2),
+    ]);
+  }
+  return rows;
 }
-if (w.p.tasksByState.Running.size !== RUNNING) throw new Error('bench setup: running count');
 
 const now = Date.parse(at(60));
 const live: LiveWorker[] = Array.from({ length: WORKERS }, (_, i) => ({
@@ -89,64 +153,14 @@ const live: LiveWorker[] = Array.from({ length: WORKERS }, (_, i) => ({
   pulseAt: at(59),
 }));
 const config = resolvePlanConfig();
-
-const rows: string[][] = [];
-let pending = 0;
-let runs = 0;
-for (const target of PENDING) {
-  // Add Pending work in runs of 10 steps over the tags until `target` tasks wait.
-  while (pending < target) {
-    const perStep = Math.min(1_000, Math.ceil((target - pending) / STEPS_PER_RUN));
-    w.run(
-      `r${runs}`,
-      Array.from({ length: STEPS_PER_RUN }, (_, s) => ({
-        id: `s${s}`,
-        tasks: perStep,
-        tags: [tag(runs * STEPS_PER_RUN + s)],
-      })),
-      { time: T0 },
-    );
-    runs++;
-    pending += perStep * STEPS_PER_RUN;
-  }
-  const planMs: number[] = [];
-  const progressMs: number[] = [];
-  let placed = 0;
-  for (let r = 0; r < 3; r++) plan(w.p, live, now, config); // JIT warm-up, not measured
-  for (let r = 0; r < REPEATS; r++) {
-    const t0 = performance.now();
-    const d = plan(w.p, live, now, config);
-    const t1 = performance.now();
-    progress(w.p);
-    const t2 = performance.now();
-    planMs.push(t1 - t0);
-    progressMs.push(t2 - t1);
-    placed = d.publish.length;
-  }
-  rows.push([
-    String(w.p.tasksByState.Pending.size),
-    String(w.p.tasksByState.Published.size + w.p.tasksByState.Running.size),
-    String(w.p.activeSteps.size),
-    String(placed),
-    median(planMs).toFixed(2),
-    Math.max(...planMs).toFixed(2),
-    median(progressMs).toFixed(2),
-  ]);
-}
+const COLUMNS = ['in flight', 'active steps', 'placed/tick', 'plan p50 ms', 'plan max ms'];
 
 console.log(`plan tick: ${WORKERS} workers over ${TAGS} tags (${SLOTS} slots each)`);
-table(
-  [
-    'pending',
-    'in flight',
-    'active steps',
-    'placed/tick',
-    'plan p50 ms',
-    'plan max ms',
-    'progress p50 ms',
-  ],
-  rows,
+table(['pending', ...COLUMNS, 'progress p50 ms'], planRows(false));
+console.log(
+  '\nwith priorities (-1 to 3, a tenth of tasks their own) and delays (a fifth, and whole runs)',
 );
+table(['pending', 'delayed', ...COLUMNS, 'progress p50 ms'], planRows(true));
 
 /** Submit-to-start on an idle fleet: one backend, one worker, runs submitted one by one. */
 async function submitToStart(): Promise<number[]> {

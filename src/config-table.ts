@@ -231,6 +231,14 @@ export const SETTINGS = {
     'tasks a step places per turn of the water-fill',
     BACKEND,
   ),
+  SONAR_PRIORITY_AGING: defaulted(
+    'priorityAgingMs',
+    '1m',
+    duration(0),
+    'priority aging: a waiting level ranks one higher per this long (0: off)',
+    BACKEND,
+    'The starvation guard of priorities: a level ranks as its priority plus one for every this long its longest-waiting due task has waited, so lower priorities still progress under sustained higher-priority load (see [Concepts](concepts.md#placement)). `0` turns aging off. Unused while every task has the same priority.',
+  ),
   SONAR_FINALIZERS: defaulted(
     'finalizers',
     '4',

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { LOG_CHUNK_BYTES } from '../streams/topology.js';
 import { inputDepthProblem } from './limits.js';
 import { MAX_SLOTS_CAP, MAX_WORKER_TAGS } from './pulse-size.js';
+import { delayField, notBeforeField, priorityField, retryField } from './run-file-placement.js';
 
 /**
  * The worker and client protocol of DESIGN.md section 6, as zod schemas: the backend
@@ -126,6 +127,9 @@ export const taskInRunFile = z.strictObject({
   input: taskInput.optional(),
   maxAttempts: z.number().int().min(1).max(100).optional(),
   tags: z.array(id).min(1).optional(),
+  priority: priorityField.optional(),
+  notBefore: notBeforeField.optional(),
+  delay: delayField.optional(),
 });
 
 export const stepInRunFile = z.strictObject({
@@ -135,6 +139,10 @@ export const stepInRunFile = z.strictObject({
   after: z.array(id).default([]),
   output: z.enum(['json', 'bytes']).default('bytes'),
   timeoutMs: z.number().int().min(1).optional(),
+  priority: priorityField.optional(),
+  notBefore: notBeforeField.optional(),
+  delay: delayField.optional(),
+  retry: retryField.optional(),
   tasks: z.array(taskInRunFile),
 });
 

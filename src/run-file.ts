@@ -11,6 +11,7 @@ import type { Issue } from '../actors/errors.js';
 import { nestsDeeperThan } from './json-depth.js';
 import { inputBytes, inputSizeProblem, MAX_INPUT_DEPTH } from './limits.js';
 import { runFileSchema } from './protocol.js';
+import { placementIssues } from './run-file-placement.js';
 import type { ParsedRunFile } from './protocol.js';
 
 /** The limits a run file is checked against. */
@@ -158,6 +159,7 @@ export function taskIssues(
   tasks.forEach((t: unknown, i) => {
     if (!isRecord(t)) return;
     const here = `${path}.${i}`;
+    pushAll(issues, placementIssues(t, here));
     if (typeof t['id'] === 'string') {
       const first = seen.get(t['id']);
       if (first !== undefined) {
@@ -191,7 +193,9 @@ export function validateRunFile(raw: unknown, limits: RunFileLimits): ParsedRunF
   const seen = new Map<string, string>();
   if (Array.isArray(steps)) {
     steps.forEach((s: unknown, i) => {
-      if (isRecord(s)) pushAll(issues, taskIssues(s['tasks'], `steps.${i}.tasks`, limits, seen));
+      if (!isRecord(s)) return;
+      pushAll(issues, placementIssues(s, `steps.${i}`));
+      pushAll(issues, taskIssues(s['tasks'], `steps.${i}.tasks`, limits, seen));
     });
   }
   if (!parsed.success || issues.length > 0) throw validationError('run file', issues);

@@ -2,7 +2,9 @@ import type { Projection, StepIndex } from '../projection.js';
 import type { PlanConfig } from './config.js';
 import type { CapacityView, Decisions } from './decisions.js';
 import type { Fleet } from './fleet.js';
-import { PendingOrder } from './pending-order.js';
+import { DEFAULT_PLAN_CONFIG } from './config.js';
+import { placementLevels } from './priority-order.js';
+import type { Level } from './priority-order.js';
 
 /** A Ready step of a Running run, as placement sees it. */
 export interface ReadyStep {
@@ -13,6 +15,8 @@ export interface ReadyStep {
   requeuedNow: string[];
   /** Its tasks requeued or dead in this tick: out of flight. */
   recoveredNow: number;
+  /** Its Pending tasks a notBefore still holds back (delays.ts); absent: none. */
+  delayed?: number;
 }
 
 /** Remaining capacity (DESIGN.md section 5); figures may be negative until reported. */
@@ -96,12 +100,14 @@ function anyTagLeft(s: ReadyStep, p: Projection, tags: ReadonlyMap<string, numbe
 }
 
 /**
- * Water-fills Pending tasks into capacity (DESIGN.md section 5): turns of a round-robin over
- * the Ready steps in creation order, each step placing up to `batch` tasks a turn in creation
- * order, each task to its serviceable target tag with the most capacity left, every placement
- * charged to tag, global and step capacity. A task not yet due (`retryAt`), or whose target
- * tags have no capacity left, is passed over for this tick. Runs until no capacity or no
- * placeable task is left. Consumes `cap`.
+ * Water-fills Pending tasks into capacity (DESIGN.md section 5): priority levels in the order
+ * of {@link placementLevels}, each as turns of a round-robin over its steps in creation order,
+ * each step placing up to `batch` tasks a turn in creation order, each task to its serviceable
+ * target tag with the most capacity left, every placement charged to tag, global and step
+ * capacity. A level is left once no task of it can be placed; the next takes what capacity is
+ * left. A task not yet due (`notBefore`, `retryAt`), or whose target tags have no capacity
+ * left, is passed over for this tick. Runs until no capacity or no placeable task is left.
+ * Consumes `cap`.
  */
 export function waterFill(
   p: Projection,
@@ -109,15 +115,31 @@ export function waterFill(
   cap: Capacity,
   now: number,
   batch: number,
+  priorityAgingMs = DEFAULT_PLAN_CONFIG.priorityAgingMs,
 ): Decisions['publish'] {
   const out: Decisions['publish'] = [];
-  const queues = steps.map((s) => ({ s, order: new PendingOrder(s.index, s.requeuedNow) }));
+  for (const level of placementLevels(p, steps, now, priorityAgingMs)) {
+    if (cap.global <= 0) break;
+    fillLevel(p, level, cap, batch, out);
+  }
+  return out;
+}
+
+/** One level's round-robin, until no capacity or no placeable task of it is left. */
+function fillLevel(
+  p: Projection,
+  level: Level,
+  cap: Capacity,
+  batch: number,
+  out: Decisions['publish'],
+): void {
+  const queues = level.lanes;
   let open = queues.length;
   const done = new Array<boolean>(queues.length).fill(false);
   while (open > 0 && cap.global > 0) {
     for (let i = 0; i < queues.length && cap.global > 0; i++) {
       if (done[i]) continue;
-      const { s, order } = queues[i]!;
+      const { step: s, order } = queues[i]!;
       let placed = 0;
       while (placed < batch && cap.global > 0) {
         const stepLeft = cap.steps.get(s.key);
@@ -128,7 +150,6 @@ export function waterFill(
           break;
         }
         const c = p.tasks.get(key)!.snapshot.context;
-        if (c.retryAt !== null && Date.parse(c.retryAt) > now) continue;
         const tag = bestTag(c.spec.tags, cap.tags);
         if (tag === null) {
           // Capacity only shrinks within a tick: once no tag of the step has any, stop reading it.
@@ -147,5 +168,4 @@ export function waterFill(
       }
     }
   }
-  return out;
 }

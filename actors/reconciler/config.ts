@@ -49,6 +49,13 @@ export interface PlanConfig {
    */
   ageFloorPassed: boolean;
   /**
+   * The starvation guard of priorities: a priority level ranks one higher for every this long
+   * that its longest-waiting due task has waited (actors/reconciler/priority-order.ts); 0 turns
+   * aging off (strict priorities). Unused while every task has the same priority.
+   * @defaultValue 60000 (1 min, `SONAR_PRIORITY_AGING`)
+   */
+  priorityAgingMs?: number;
+  /**
    * How long the deciding backend has been in steady contact with the server (connected,
    * JetStream answering). A Published task's wait counts from then at the earliest: while the
    * server was away no worker could start it, so an outage longer than the publish timeout
@@ -66,7 +73,7 @@ export interface PlanConfig {
   dispatchAckWaitMs?: number;
 }
 
-export const DEFAULT_PLAN_CONFIG: Readonly<PlanConfig> = {
+export const DEFAULT_PLAN_CONFIG: Readonly<PlanConfig & { priorityAgingMs: number }> = {
   publishTimeoutMs: 10 * 60_000,
   orphanAgeMs: 10 * 60_000,
   recoveryLimit: 3,
@@ -75,6 +82,7 @@ export const DEFAULT_PLAN_CONFIG: Readonly<PlanConfig> = {
   batch: 8,
   pulseTtlMs: 15_000,
   ageFloorPassed: true,
+  priorityAgingMs: 60_000,
 };
 
 /** The defaults with `overrides` on top (undefined fields are ignored). */

@@ -23,6 +23,11 @@ export interface Decisions {
   publish: { task: string; tag: string }[];
   starved: string[];
   capacity: CapacityView;
+  /**
+   * Delayed tasks (Pending, a notBefore still to come) per Ready step with any, in creation
+   * order. Absent when there are none, so that a plan without delays prints as it always did.
+   */
+  delayed?: Record<string, number>;
 }
 
 /**

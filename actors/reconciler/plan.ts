@@ -7,13 +7,14 @@ import { readFleet } from './fleet.js';
 import type { LiveWorker } from './fleet.js';
 import { judgeRecoveries } from './recovery.js';
 import type { Recovery } from './recovery.js';
+import { delayedTasks } from './delays.js';
 import { isStarved } from './starvation.js';
 
 /**
  * The Ready steps of Running runs, in `StepCreated` order, each with its tasks this tick takes
  * out of flight (requeued ones become placeable again at once).
  */
-function readySteps(p: Projection, recoveries: readonly Recovery[]): ReadyStep[] {
+function readySteps(p: Projection, recoveries: readonly Recovery[], now: number): ReadyStep[] {
   const byStep = new Map<string, { requeued: string[]; count: number }>();
   for (const r of recoveries) {
     const { runId, stepId } = p.tasks.get(r.task)!.snapshot.context.spec;
@@ -36,6 +37,7 @@ function readySteps(p: Projection, recoveries: readonly Recovery[]): ReadyStep[]
       maxConcurrent: step.context.maxConcurrent,
       requeuedNow: recovered?.requeued ?? [],
       recoveredNow: recovered?.count ?? 0,
+      delayed: delayedTasks(p, key, now),
     });
   }
   return out;
@@ -45,7 +47,7 @@ function readySteps(p: Projection, recoveries: readonly Recovery[]): ReadyStep[]
  * One reconcile tick's decisions (DESIGN.md sections 4, 5 and 8), a pure function of its
  * inputs: the same projection, registry, clock and config give the same decisions, in the
  * same order. First requeues and deaths, then capacity (counting them out of flight), then
- * placement by water-filling, and the starved steps.
+ * placement by water-filling in priority order, the starved steps, and the delayed tasks.
  *
  * Cost: the tasks in flight, the active steps, and the Pending tasks it places or passes over;
  * never a walk of every task.
@@ -64,15 +66,19 @@ export function plan(
 ): Decisions {
   const fleet = readFleet(p, live, now, config);
   const recoveries = judgeRecoveries(p, fleet, now, config, undelivered);
-  const steps = readySteps(p, recoveries);
+  const steps = readySteps(p, recoveries, now);
   const cap = capacityAfter(p, fleet, new Set(recoveries.map((r) => r.task)), steps, config);
   const capacity = capacityView(cap);
-  const publish = waterFill(p, steps, cap, now, config.batch);
+  const publish = waterFill(p, steps, cap, now, config.batch, config.priorityAgingMs);
+  const delayed: Record<string, number> = {};
+  for (const s of steps) if (s.delayed! > 0) delayed[s.key] = s.delayed!;
   return {
     requeue: recoveries.filter((r) => !r.dead).map(({ task, reason }) => ({ task, reason })),
     dead: recoveries.filter((r) => r.dead).map(({ task }) => ({ task })),
     publish,
     starved: steps.filter((s) => isStarved(s, p, fleet)).map((s) => s.key),
     capacity,
+    // Only when some task is delayed: a plan of a log without delays prints what it always did.
+    ...(Object.keys(delayed).length > 0 && { delayed }),
   };
 }

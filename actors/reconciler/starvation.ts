@@ -5,13 +5,14 @@ import type { ReconcilerEvent } from './decisions.js';
 import type { Fleet } from './fleet.js';
 
 /**
- * Starved (DESIGN.md section 5): Ready, with Pending tasks, and none of their target tags has
- * an eligible worker. A tag whose workers are all busy is not starved: it only has no capacity.
- * Reads the step's Pending-tags index, never its tasks.
+ * Starved (DESIGN.md section 5): Ready, with Pending tasks that are not all delayed (a
+ * notBefore still to come), and none of their target tags has an eligible worker. A tag whose
+ * workers are all busy is not starved: it only has no capacity; nor is a step that waits for
+ * its time. Reads the step's Pending-tags index, never its tasks.
  */
 export function isStarved(s: ReadyStep, p: Projection, fleet: Fleet): boolean {
   const pending = s.index.fresh.size + s.index.returned.size + s.requeuedNow.length;
-  if (pending === 0) return false;
+  if (pending - (s.delayed ?? 0) <= 0) return false;
   for (const tag of s.index.pendingTags.keys()) if (fleet.tagSlots.has(tag)) return false;
   for (const key of s.requeuedNow) {
     for (const tag of p.tasks.get(key)!.snapshot.context.spec.tags) {

@@ -1,4 +1,6 @@
 import { z } from 'zod';
+import { PRIORITY_MAX, PRIORITY_MIN } from '../priority.js';
+import { parsableTime } from '../task/task.events.js';
 import type { Stored } from '../task/task.events.js';
 
 const id = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/);
@@ -14,6 +16,21 @@ export const stepEventData = {
     taskCount: z.number().int().min(0),
     output: z.enum(['json', 'bytes']).default('bytes'),
     timeoutMs: z.number().int().min(1).optional(),
+    /** Its tasks' priority, unless a task has its own. Absent: DEFAULT_PRIORITY. */
+    priority: z.number().int().min(PRIORITY_MIN).max(PRIORITY_MAX).optional(),
+    /** No task of the step is placed before this time, or `delayMs` after this event's time. */
+    notBefore: parsableTime.optional(),
+    delayMs: z.number().int().min(0).optional(),
+    /** The backoff after a retryable failure (task/retry-policy.ts). Absent: the default. */
+    retry: z
+      .object({
+        maxAttempts: z.number().int().min(1),
+        backoff: z.enum(['fixed', 'exponential']),
+        initialMs: z.number().int().min(0),
+        maxMs: z.number().int().min(0),
+        jitter: z.number().min(0).max(1),
+      })
+      .optional(),
   }),
   StepReady: z.object({}),
   StepStarved: z.object({ tags: z.array(id) }),

@@ -1,4 +1,7 @@
 import { assign, setup } from 'xstate';
+import { resolveNotBefore } from '../not-before.js';
+import { DEFAULT_PRIORITY } from '../priority.js';
+import type { StepRetry } from '../task/retry-policy.js';
 import type { StepCreated, StepEvent, StepFailed } from './step.events.js';
 
 export interface StepContext {
@@ -10,6 +13,12 @@ export interface StepContext {
   taskCount: number;
   output: 'json' | 'bytes';
   timeoutMs: number | null;
+  /** Its tasks' priority, unless a task has its own. */
+  priority: number;
+  /** No task of the step is placed before this time (resolved from `notBefore` or `delayMs`). */
+  notBefore: string | null;
+  /** Null: DEFAULT_RETRY_POLICY, and DEFAULT_MAX_ATTEMPTS for tasks without their own. */
+  retry: StepRetry | null;
   /** Ready with Pending tasks and no eligible worker for any of their tags. */
   starved: boolean;
   /** Tasks named by the last StepBlocked or StepFailed. */
@@ -30,6 +39,9 @@ export function initialStepContext(created: StepCreated): StepContext {
     taskCount: d.taskCount,
     output: d.output,
     timeoutMs: d.timeoutMs ?? null,
+    priority: d.priority ?? DEFAULT_PRIORITY,
+    notBefore: resolveNotBefore(d, created.time),
+    retry: d.retry ?? null,
     starved: false,
     taskIds: [],
     reason: null,

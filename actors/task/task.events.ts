@@ -1,7 +1,10 @@
 import { z } from 'zod';
+import { PRIORITY_MAX, PRIORITY_MIN } from '../priority.js';
 
 const id = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/);
 const iso = z.string().min(1);
+/** A time the fold computes with: a string Date.parse cannot read is refused, not NaN. */
+export const parsableTime = iso.refine((s) => !Number.isNaN(Date.parse(s)), 'is not a time');
 
 /** Data schemas of the task events (DESIGN.md section 3), keyed by event type. */
 export const taskEventData = {
@@ -13,6 +16,11 @@ export const taskEventData = {
     command: z.array(z.string()).min(1).optional(),
     input: z.unknown().optional(),
     maxAttempts: z.number().int().min(1).default(3),
+    /** Its own priority; absent: its step's. */
+    priority: z.number().int().min(PRIORITY_MIN).max(PRIORITY_MAX).optional(),
+    /** Not placed before this time, or before `delayMs` after this event's time. */
+    notBefore: parsableTime.optional(),
+    delayMs: z.number().int().min(0).optional(),
   }),
   TaskPublished: z.object({
     attempt: z.number().int().min(1),

@@ -1,4 +1,5 @@
 import { assign, setup } from 'xstate';
+import { resolveNotBefore } from '../not-before.js';
 import type {
   TaskAttemptFailed,
   TaskCancelled,
@@ -18,6 +19,11 @@ export interface TaskSpec {
   command?: string[] | undefined;
   input?: unknown;
   maxAttempts: number;
+  /** Its own priority; undefined: its step's. */
+  priority?: number | undefined;
+  /** As submitted; the resolved time is the context's first `retryAt`. */
+  notBefore?: string | undefined;
+  delayMs?: number | undefined;
 }
 
 /** The accepted output of the current attempt. */
@@ -43,8 +49,13 @@ export interface TaskContext {
   workerId: string | null;
   /** `TaskAttemptFailed` so far; counted against `maxAttempts`. */
   failures: number;
-  /** Not before this time may the task be published again (after a retryable failure). */
+  /**
+   * Not before this time may the task be published: its `notBefore` (or `delayMs` after its
+   * creation) until its first publish, then the backoff after each retryable failure.
+   */
   retryAt: string | null;
+  /** Time it last entered Pending (created, requeued, or back from a retryable failure). */
+  queuedAt: string | null;
   /** Counted (`worker-lost`) recoveries over the task's whole life, `TaskDead` included. */
   recoveries: number;
   /** Times of the counted recoveries, for the sliding recovery window. */
@@ -105,6 +116,9 @@ export function initialTaskContext(created: TaskCreated): TaskContext {
       command: d.command,
       input: d.input,
       maxAttempts: d.maxAttempts,
+      priority: d.priority,
+      notBefore: d.notBefore,
+      delayMs: d.delayMs,
     },
     attempt: 0,
     attemptId: null,
@@ -112,7 +126,8 @@ export function initialTaskContext(created: TaskCreated): TaskContext {
     tag: null,
     workerId: null,
     failures: 0,
-    retryAt: null,
+    retryAt: resolveNotBefore(d, created.time),
+    queuedAt: created.time,
     recoveries: 0,
     recoveredAt: [],
     since: null,
@@ -189,10 +204,11 @@ export const taskMachine = setup({
       return countsAsRecovery(e)
         ? {
             ...backToPending,
+            queuedAt: e.time,
             recoveries: context.recoveries + 1,
             recoveredAt: [...context.recoveredAt, e.time],
           }
-        : backToPending;
+        : { ...backToPending, queuedAt: e.time };
     }),
     die: assign(({ context, event }) => ({
       recoveries: context.recoveries + 1,
@@ -203,6 +219,7 @@ export const taskMachine = setup({
       const e = event as TaskAttemptFailed;
       return {
         ...backToPending,
+        queuedAt: e.time,
         failures: context.failures + 1,
         retryAt: e.data.retryAt ?? null,
         error: e.data.error,

@@ -26,7 +26,11 @@ export const workerEventData = {
 } as const;
 
 export const systemEventData = {
-  ReconcilerElected: z.object({ nodeId: z.string().min(1) }),
+  ReconcilerElected: z.object({
+    nodeId: z.string().min(1),
+    /** What its planner honors (reconciler/honors.ts); absent from an older leader's. */
+    honors: z.array(z.string()).optional(),
+  }),
 } as const;
 
 type Data = { [K in keyof typeof workerEventData]: z.output<(typeof workerEventData)[K]> };

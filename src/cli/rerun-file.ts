@@ -1,4 +1,5 @@
 import { ErrorCode, SonarError } from '../../actors/errors.js';
+import { DEFAULT_PRIORITY } from '../../actors/priority.js';
 import type { Projection } from '../../actors/projection.js';
 import type { RunFile } from '../protocol.js';
 
@@ -13,7 +14,8 @@ const sameTags = (a: readonly string[], b: readonly string[]): boolean =>
  * a finished run that did not succeed (Failed, Dead, Cancelled, Poisoned, or never run because
  * their step was skipped), with their steps' settings, commands and inputs as submitted. A
  * step left with no task is dropped, and so is its name from other steps' `after`: it
- * succeeded, so nothing waits for it any more.
+ * succeeded, so nothing waits for it any more. Priorities and retry policies carry over;
+ * delays do not: a rerun is asked for now.
  *
  * @throws SonarError `not_found` for an unknown run, `conflict` while it still runs (its tasks
  *   would run twice), `validation` when every task succeeded.
@@ -50,6 +52,7 @@ export function rerunFile(p: Projection, runId: string, newRunId: string): RunFi
         ...(s.input !== undefined && { input: s.input }),
         maxAttempts: s.maxAttempts,
         ...(!sameTags(s.tags, step.tags) && { tags: s.tags }),
+        ...(s.priority !== undefined && { priority: s.priority }),
       });
     }
     if (tasks.length === 0) continue;
@@ -60,6 +63,16 @@ export function rerunFile(p: Projection, runId: string, newRunId: string): RunFi
       after: step.after,
       output: step.output,
       ...(step.timeoutMs !== null && { timeoutMs: step.timeoutMs }),
+      ...(step.priority !== DEFAULT_PRIORITY && { priority: step.priority }),
+      ...(step.retry !== null && {
+        retry: {
+          maxAttempts: step.retry.maxAttempts,
+          backoff: step.retry.backoff,
+          initial: step.retry.initialMs,
+          max: step.retry.maxMs,
+          jitter: step.retry.jitter,
+        },
+      }),
       tasks,
     });
   }

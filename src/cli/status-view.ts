@@ -1,5 +1,6 @@
 import type { Projection } from '../../actors/projection.js';
 import type { PlanConfig } from '../../actors/reconciler/config.js';
+import { delayedTasks } from '../../actors/reconciler/delays.js';
 import { plan } from '../../actors/reconciler/plan.js';
 import type { CapacityView } from '../../actors/reconciler/decisions.js';
 import type { TaskState } from '../../actors/task/task.machine.js';
@@ -41,8 +42,16 @@ export interface StatusView {
       tasks: Partial<Record<TaskState, number>>;
       steps: Record<
         string,
-        { state: string; starved: boolean; tasks: Partial<Record<TaskState, number>> }
+        {
+          state: string;
+          starved: boolean;
+          tasks: Partial<Record<TaskState, number>>;
+          /** Of its Pending tasks, those a notBefore still holds back; absent when none. */
+          delayed?: number;
+        }
       >;
+      /** Of the run's Pending tasks, those a notBefore still holds back; absent when none. */
+      delayed?: number;
       expired?: { submittedAt: string; endedAt: string; reason: string | null; at: string };
       /**
        * The latest progress of each Running task that reported any, of its current attempt,
@@ -132,16 +141,25 @@ export function statusView(input: StatusInput): StatusView {
     }
     const run = p.runs.get(runId)!.snapshot;
     const steps: StatusView['runs'][string]['steps'] = {};
+    let runDelayed = 0;
     for (const stepId of run.context.stepIds) {
       const step = p.steps.get(`${runId}.${stepId}`)?.snapshot;
       const counts = p.stepIndex.get(`${runId}.${stepId}`)?.counts;
       if (!step || !counts) continue;
-      steps[stepId] = { state: step.value, starved: step.context.starved, tasks: nonZero(counts) };
+      const delayed = delayedTasks(p, `${runId}.${stepId}`, input.now);
+      runDelayed += delayed;
+      steps[stepId] = {
+        state: step.value,
+        starved: step.context.starved,
+        tasks: nonZero(counts),
+        ...(delayed > 0 && { delayed }),
+      };
     }
     const progress = runningProgress(p, runId, input.progress?.get(runId));
     runs[runId] = {
       state: run.value,
       tasks: nonZero(tasksByState(p, runId)),
+      ...(runDelayed > 0 && { delayed: runDelayed }),
       steps,
       ...(progress && { progress }),
     };

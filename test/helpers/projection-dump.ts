@@ -21,6 +21,8 @@ export function dumpProjection(p: Projection) {
         fresh: [...i.fresh],
         returned: [...i.returned],
         pendingTags: [...i.pendingTags],
+        ranked: [...i.ranked],
+        timed: [...i.timed],
       },
     ]),
     activeSteps: [...p.activeSteps],

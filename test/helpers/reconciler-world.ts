@@ -7,6 +7,7 @@ import { applyEvent, createProjection } from '../../actors/projection.js';
 import type { Projection } from '../../actors/projection.js';
 import type { SonarEvent } from '../../actors/events.js';
 import type { ReconcilerEvent } from '../../actors/reconciler/decisions.js';
+import type { StepRetry } from '../../actors/task/retry-policy.js';
 import { names } from '../../streams/names.js';
 import { aggregateSubject } from '../../src/backend/projection/aggregate-subject.js';
 import {
@@ -61,6 +62,12 @@ export class World {
       after?: string[];
       maxConcurrent?: number;
       taskTags?: (i: number) => string[] | undefined;
+      priority?: number;
+      notBefore?: string;
+      delayMs?: number;
+      retry?: StepRetry;
+      /** A task's own priority and time (TaskCreated fields), when it has any. */
+      taskOwn?: (i: number) => { priority?: number; notBefore?: string; delayMs?: number };
     }[],
     opts: { submit?: boolean; time?: string } = {},
   ): this {
@@ -78,6 +85,10 @@ export class World {
             after: s.after ?? [],
             taskCount: s.tasks,
             ...(s.maxConcurrent === undefined ? {} : { maxConcurrent: s.maxConcurrent }),
+            ...(s.priority !== undefined && { priority: s.priority }),
+            ...(s.notBefore !== undefined && { notBefore: s.notBefore }),
+            ...(s.delayMs !== undefined && { delayMs: s.delayMs }),
+            ...(s.retry !== undefined && { retry: s.retry }),
           },
           time,
         ),
@@ -86,7 +97,10 @@ export class World {
         const taskId = `${s.id}-${i}`;
         this.add(
           subject.task(runId, taskId),
-          taskCreated({ runId, stepId: s.id, taskId, tags: s.taskTags?.(i) ?? tags }, time),
+          taskCreated(
+            { runId, stepId: s.id, taskId, tags: s.taskTags?.(i) ?? tags, ...s.taskOwn?.(i) },
+            time,
+          ),
         );
       }
       total += s.tasks;

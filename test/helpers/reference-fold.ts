@@ -34,7 +34,7 @@ interface Folded {
   workers: Map<string, WorkerSnap>;
   /** Final states of the runs `RunExpired` evicted. */
   expired: Map<string, string>;
-  leader: { nodeId: string; time: string; seq: number } | null;
+  leader: { nodeId: string; time: string; seq: number; honors?: string[] } | null;
 }
 
 export interface ReferenceResult {
@@ -186,7 +186,8 @@ function expire(f: Folded, ref: AggregateRef, event: SonarEvent): string | null 
 function applyOne(f: Folded, ref: AggregateRef, event: SonarEvent, seq: number): string | null {
   if (ref.kind === 'system') {
     if (event.type !== 'ReconcilerElected') return refuse('system', null, event.type);
-    f.leader = { nodeId: event.data.nodeId, time: event.time, seq };
+    const { nodeId, honors } = event.data;
+    f.leader = { nodeId, time: event.time, seq, ...(honors && { honors }) };
     return null;
   }
   if (event.type === 'RunExpired' || event.type === 'WorkerExpired') return expire(f, ref, event);

@@ -2,7 +2,7 @@ import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { describe, expect, it } from 'vitest';
 import { dispatchTask } from '../../src/backend/reconciler/dispatch.js';
 import { Kvm } from '@nats-io/kv';
-import { retryDelayMs } from '../../src/backend/api/handlers/worker-handlers.js';
+import { DEFAULT_RETRY_POLICY, retryDelayMs } from '../../actors/task/retry-policy.js';
 import { maxSlotsFor } from '../../src/pulse-size.js';
 import { SonarClient } from '../../src/client/client.js';
 import type { DispatchMessage } from '../../src/protocol.js';
@@ -305,9 +305,10 @@ describe('batch', () => {
 
 describe('fail', () => {
   it('sets retryAt 1 s after the first failure, doubling, capped at 5 min', async () => {
-    expect([0, 1, 2, 3].map(retryDelayMs)).toEqual([1_000, 2_000, 4_000, 8_000]);
-    expect(retryDelayMs(9)).toBe(300_000);
-    expect(retryDelayMs(1_000)).toBe(300_000);
+    const wait = (failures: number) => retryDelayMs(DEFAULT_RETRY_POLICY, failures);
+    expect([0, 1, 2, 3].map(wait)).toEqual([1_000, 2_000, 4_000, 8_000]);
+    expect(wait(9)).toBe(300_000);
+    expect(wait(1_000)).toBe(300_000);
     const { ctx, n, api, publish, creds } = await world();
     const d = await publish('t0');
     await api.request('start', creds(d));

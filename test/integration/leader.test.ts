@@ -1,3 +1,4 @@
+import { PLANNER_HONORS } from '../../actors/reconciler/honors.js';
 import { ReconcilerLoop } from '../../src/backend/reconciler/reconciler-loop.js';
 import { describe, it, expect } from 'vitest';
 import { Kvm } from '@nats-io/kv';
@@ -114,7 +115,12 @@ describe('reconciler failover', () => {
         );
         return events.length === 2 && events;
       });
-      expect(elected.map((e) => e.data)).toEqual([{ nodeId: 'node-a' }, { nodeId: 'node-b' }]);
+      // Each announces what its planner honors, so a submit can tell an older leader.
+      const honors = [...PLANNER_HONORS];
+      expect(elected.map((e) => e.data)).toEqual([
+        { nodeId: 'node-a', honors },
+        { nodeId: 'node-b', honors },
+      ]);
 
       // The new leader places work.
       const kv = await reconcilers.workers(prefix, ncB);

@@ -1,3 +1,4 @@
+import { PLANNER_HONORS } from '../../actors/reconciler/honors.js';
 import { ReconcilerLoop } from '../../src/backend/reconciler/reconciler-loop.js';
 import { dispatchTask } from '../../src/backend/reconciler/dispatch.js';
 import type { Dispatch } from '../../src/backend/reconciler/reconcile-pass.js';
@@ -81,7 +82,9 @@ describe('ReconcilerLoop', () => {
 
   it('appends ReconcilerElected for the leader', async () => {
     const elected = await eventsOfType(b.ctx, subjects.system('reconciler'), 'ReconcilerElected');
-    expect(elected.map((e) => e.data)).toEqual([{ nodeId: b.ctx.nodeId }]);
+    expect(elected.map((e) => e.data)).toEqual([
+      { nodeId: b.ctx.nodeId, honors: [...PLANNER_HONORS] },
+    ]);
   });
 
   it('publishes Pending tasks up to capacity and creates dispatch_<tag>', async () => {

@@ -34,6 +34,7 @@ import {
 } from '../helpers/event-builders.js';
 import { World } from '../helpers/reconciler-world.js';
 import { checkPlacement, eligibleSlots } from './invariants.js';
+import { checkNotBefore, checkPriorityOrder, wasDelayed } from './placement-invariants.js';
 import { Prng } from './prng.js';
 
 export interface SimOptions {
@@ -46,6 +47,11 @@ export interface SimOptions {
   /** Ticks at most before the simulation gives up. */
   maxTicks: number;
   config?: Partial<PlanConfig>;
+  /**
+   * Mixed priorities and delays: steps of priorities -1 to 2 by run, some tasks with a
+   * priority of their own, some tasks and steps delayed by up to 10 minutes.
+   */
+  placement?: boolean;
 }
 
 export interface SimStats {
@@ -67,6 +73,10 @@ export interface SimStats {
   longTasksDone: number;
   slowStarts: number;
   maxInFlight: number;
+  /** Published tasks that had a notBefore of their own or their step's. */
+  delayedPlaced: number;
+  /** Most tasks delayed at once (plan's `delayed`, summed). */
+  maxDelayed: number;
   tasksByState: Record<string, number>;
   runsByState: Record<string, number>;
 }
@@ -174,6 +184,8 @@ export class FleetSim {
     longTasksDone: 0,
     slowStarts: 0,
     maxInFlight: 0,
+    delayedPlaced: 0,
+    maxDelayed: 0,
     tasksByState: {},
     runsByState: {},
   };
@@ -236,6 +248,7 @@ export class FleetSim {
         ...s,
         // Some tasks name two tags of their own.
         taskTags: (i: number) => (i % 10 === 3 ? [s.tags[0]!, tag(3)] : undefined),
+        ...(this.opts.placement && this.placementOf(r, s.id)),
       })),
       { time: this.iso },
     );
@@ -254,6 +267,27 @@ export class FleetSim {
       }
     }
     this.stats.tasks += this.opts.tasksPerRun;
+  }
+
+  /** A run's step priority and delay, and its tasks' own (seeded: the same every run). */
+  private placementOf(r: number, stepId: string) {
+    const own = new Map<number, { priority?: number; delayMs?: number }>();
+    const draws = this.opts.tasksPerRun;
+    for (let i = 0; i < draws; i++) {
+      const priority = this.rng.chance(0.05) ? this.rng.int(-2, 3) : undefined;
+      const delayMs = this.rng.chance(0.1) ? this.rng.int(0, 600_000) : undefined;
+      if (priority !== undefined || delayMs !== undefined) {
+        own.set(i, {
+          ...(priority !== undefined && { priority }),
+          ...(delayMs !== undefined && { delayMs }),
+        });
+      }
+    }
+    return {
+      priority: (r % 4) - 1,
+      ...(stepId === 'c' && r % 3 === 1 && { delayMs: 300_000 }),
+      taskOwn: (i: number) => own.get(i) ?? {},
+    };
   }
 
   private join(forceRare = false): void {
@@ -515,7 +549,15 @@ export class FleetSim {
       if (r.reason === 'worker-lost') this.stats.requeuedWorkerLost++;
       else this.stats.requeuedPublishTimeout++;
     }
+    this.violations.push(...checkNotBefore(this.p, d, this.t).map((v) => `t=${this.iso}: ${v}`));
+    if (this.config.priorityAgingMs === 0) {
+      const order = checkPriorityOrder(this.p, d, this.t);
+      this.violations.push(...order.map((v) => `t=${this.iso}: ${v}`));
+    }
+    const delayedNow = Object.values(d.delayed ?? {}).reduce((a, b) => a + b, 0);
+    this.stats.maxDelayed = Math.max(this.stats.maxDelayed, delayedNow);
     for (const { task, tag } of d.publish) {
+      if (wasDelayed(this.p, task)) this.stats.delayedPlaced++;
       const attemptId = `a${this.nextAttempt++}`;
       const attempt = this.p.tasks.get(task)!.snapshot.context.attempt + 1;
       this.w.add(

@@ -50,6 +50,38 @@ describe('reconciler simulation (seeded fleet, simulated clock)', () => {
     expect(second.stats).toEqual(first.stats);
   }, 120_000);
 
+  const PLACEMENT: SimOptions = {
+    ...OPTIONS,
+    workers: 260,
+    runs: 12,
+    tasksPerRun: 800,
+    placement: true,
+  };
+
+  it('with mixed priorities and delays: every invariant every tick, byte for byte per seed', () => {
+    const first = new FleetSim(PLACEMENT).run();
+    const { stats } = first;
+    console.log('simulation with priorities and delays:', JSON.stringify(stats));
+    expect(first.violations.slice(0, 20)).toEqual([]);
+    expect(first.unfinished.slice(0, 20)).toEqual([]);
+    expect(stats.delayedPlaced).toBeGreaterThan(0);
+    expect(stats.maxDelayed).toBeGreaterThan(0);
+    for (const seen of ['dead', 'starvedEvents', 'servedEvents'] as const) {
+      expect(stats[seen], seen).toBeGreaterThan(0);
+    }
+    const second = new FleetSim(PLACEMENT).run();
+    expect(second.hash).toBe(first.hash);
+    expect(second.stats).toEqual(first.stats);
+  }, 120_000);
+
+  it('with aging off, no lower priority ever takes a tag a due higher one could have had', () => {
+    const strict = { ...PLACEMENT, runs: 6, config: { priorityAgingMs: 0 } };
+    const result = new FleetSim(strict).run();
+    expect(result.violations.slice(0, 20)).toEqual([]);
+    expect(result.unfinished.slice(0, 20)).toEqual([]);
+    expect(result.hash).not.toBe(new FleetSim({ ...strict, config: {} }).run().hash);
+  }, 120_000);
+
   it('logs different decisions for a different seed (the hash covers the decisions)', () => {
     const small = { ...OPTIONS, workers: 60, runs: 2, tasksPerRun: 300 };
     const a = new FleetSim(small).run();

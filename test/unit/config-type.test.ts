@@ -36,6 +36,7 @@ interface ExpectedSonarConfig {
   recoveryWindowMs: number;
   capacityMultiplier: number;
   dispatchBatch: number;
+  priorityAgingMs: number;
   finalizers: number;
   finalizeLeaseMs: number;
   finalizeMaxDeliver: number;

@@ -101,7 +101,7 @@ describe('dashboard views', () => {
 
   it('the run view lays steps out by their after edges', () => {
     const { p, steps } = world();
-    const run = buildRunDetail(p, 'r1', steps, 10)!;
+    const run = buildRunDetail(p, 'r1', steps, 10, Date.parse(at(10)))!;
     expect(run.steps.map((s) => [s.stepId, s.depth, s.state])).toEqual([
       ['s1', 0, 'Ready'],
       ['s2', 1, 'Waiting'],
@@ -175,7 +175,7 @@ describe('dashboard views', () => {
     const now = Date.parse(at(10));
     const pages = [
       taskMain(buildTaskView('r1.t1', p.tasks.get('r1.t1')!.snapshot, task)).value,
-      runMain(buildRunDetail(p, 'r1', steps, 10)!, at(10)).value,
+      runMain(buildRunDetail(p, 'r1', steps, 10, now)!, at(10)).value,
       overviewMain(buildOverview(inputsOf(p, now))).value,
     ];
     for (const page of pages) expect(page).not.toContain('<script>');

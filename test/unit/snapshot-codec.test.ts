@@ -62,7 +62,10 @@ const scenarios = readdirSync(dir)
     lines: readFileSync(dir + f, 'utf8').split('\n'),
   }));
 
-/** Tasks requeued and retried, interleaved across two steps: every index gets entries. */
+/**
+ * Tasks requeued and retried, interleaved across two steps, some ranked and timed: every index
+ * gets entries.
+ */
 function mixedLog(tasks: number): string[] {
   const out: unknown[] = [
     line(1, subject.step('r', 'a'), stepCreated({ runId: 'r', stepId: 'a', taskCount: tasks })),
@@ -71,8 +74,17 @@ function mixedLog(tasks: number): string[] {
   let seq = 2;
   for (let i = 0; i < tasks; i++) {
     const stepId = i % 2 === 0 ? 'a' : 'b';
+    // Some with a priority or a time of their own: the indexes a snapshot rebuilds.
+    const own = {
+      ...(i % 5 === 0 && { priority: (i % 3) - 1 }),
+      ...(i % 7 === 0 && { delayMs: 1_000 * i }),
+    };
     out.push(
-      line(++seq, subject.task('r', `t${i}`), taskCreated({ runId: 'r', stepId, taskId: `t${i}` })),
+      line(
+        ++seq,
+        subject.task('r', `t${i}`),
+        taskCreated({ runId: 'r', stepId, taskId: `t${i}`, ...own }),
+      ),
     );
   }
   out.push(

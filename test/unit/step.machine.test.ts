@@ -92,10 +92,40 @@ describe('stepMachine', () => {
         taskCount: 1,
         output: 'bytes',
         timeoutMs: null,
+        priority: 0,
+        notBefore: null,
+        retry: null,
         starved: false,
         taskIds: [],
         reason: null,
       });
+    });
+
+    it('resolves `delayMs` from its own time, and keeps priority and retry policy', () => {
+      const retry = {
+        maxAttempts: 4,
+        backoff: 'fixed',
+        initialMs: 500,
+        maxMs: 500,
+        jitter: 0.5,
+      } as const;
+      const [snap] = initialTransition(
+        stepMachine,
+        stepCreated({ priority: 7, delayMs: 90_000, retry }, '2026-01-01T00:00:00.000Z'),
+      );
+      expect(snap.context).toMatchObject({
+        priority: 7,
+        notBefore: '2026-01-01T00:01:30.000Z',
+        retry,
+      });
+    });
+
+    it('takes `notBefore` as given, in UTC', () => {
+      const [snap] = initialTransition(
+        stepMachine,
+        stepCreated({ notBefore: '2026-01-01T02:00:00+01:00' }),
+      );
+      expect(snap.context.notBefore).toBe('2026-01-01T01:00:00.000Z');
     });
 
     it('-> Waiting when `after` names a step', () => {

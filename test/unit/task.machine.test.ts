@@ -5,6 +5,7 @@ import { taskMachine } from '../../actors/task/task.machine.js';
 import type { TaskState } from '../../actors/task/task.machine.js';
 import type { TaskEvent } from '../../actors/task/task.events.js';
 import {
+  T0,
   at,
   hexHash,
   taskAttemptFailed,
@@ -164,7 +165,26 @@ describe('taskMachine', () => {
         resultKey: null,
         error: null,
         finalizeRound: 0,
+        queuedAt: T0,
       });
+    });
+
+    it('takes its own priority, and resolves delayMs from its own time into retryAt', () => {
+      const [snap] = initialTransition(
+        taskMachine,
+        taskCreated({ priority: -5, delayMs: 2_500 }, at(10)),
+      );
+      expect(snap.context.spec).toMatchObject({ priority: -5, delayMs: 2_500 });
+      expect(snap.context.retryAt).toBe(at(12.5));
+      expect(snap.context.queuedAt).toBe(at(10));
+    });
+
+    it('takes notBefore as given, in UTC', () => {
+      const [snap] = initialTransition(
+        taskMachine,
+        taskCreated({ notBefore: '2026-01-01T01:00:00-01:00' }),
+      );
+      expect(snap.context.retryAt).toBe('2026-01-01T02:00:00.000Z');
     });
   });
 
@@ -383,6 +403,7 @@ describe('taskMachine', () => {
             ...NO_ATTEMPT,
             failures: 1,
             retryAt: at(5),
+            queuedAt: at(4),
             error: 'boom',
             recoveries: 0,
           },

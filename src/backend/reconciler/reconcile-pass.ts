@@ -35,6 +35,7 @@ export function planConfigOf(
     batch: config.dispatchBatch,
     pulseTtlMs: config.pulseTtlMs,
     ageFloorPassed,
+    priorityAgingMs: config.priorityAgingMs,
     ...(steadyContactMs !== undefined && {
       steadyContactMs,
       dispatchAckWaitMs: DISPATCH_ACK_WAIT_MS,

@@ -1,4 +1,5 @@
 import { Kvm } from '@nats-io/kv';
+import { PLANNER_HONORS } from '../../../actors/reconciler/honors.js';
 import type { LiveWorker } from '../../../actors/reconciler/fleet.js';
 import type { Logger } from '../../log.js';
 import { signalMetric } from '../../metrics.js';
@@ -208,7 +209,7 @@ export class ReconcilerLoop implements Component {
       await this.ctx.writer.write({
         subject: this.ctx.names.subjects.system('reconciler'),
         type: 'ReconcilerElected',
-        data: { nodeId: this.ctx.nodeId },
+        data: { nodeId: this.ctx.nodeId, honors: [...PLANNER_HONORS] },
       });
     } catch (err: unknown) {
       // The lock is what makes a leader; the event only records it.

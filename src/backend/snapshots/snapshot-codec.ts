@@ -1,5 +1,5 @@
 import { ErrorCode, SonarError } from '../../../actors/errors.js';
-import { createProjection } from '../../../actors/projection.js';
+import { createProjection, indexFresh } from '../../../actors/projection.js';
 import type {
   Aggregate,
   ExpiredRun,
@@ -30,7 +30,8 @@ import type { Snap } from '../../../actors/transitioner.js';
  *   expiredAt, seq}]`, one per run evicted by `RunExpired`, in expiry order (format 3)
  *
  * `workersInService` is not written: it is the workers whose snapshot is active, in the
- * workers' order, and is rebuilt from their rows.
+ * workers' order, and is rebuilt from their rows. Nor are a stepIndex's `ranked` and `timed`:
+ * they are its `fresh` tasks with a priority or a time of their own, rebuilt from their rows.
  *
  * Sets and Maps are written as arrays in iteration order, which the reconciler relies on
  * (creation order of steps and tasks), so a restored projection iterates exactly like a
@@ -293,6 +294,13 @@ export class SnapshotDecoder {
     for (const [id, { snapshot }] of p.workers) {
       if (snapshot.status === 'active') p.workersInService.add(id);
     }
+    for (const index of p.stepIndex.values()) {
+      for (const key of index.fresh) {
+        const context = p.tasks.get(key)?.snapshot.context;
+        if (!context) throw corrupt(`fresh task ${key} has no row`);
+        indexFresh(index, key, context); // already in `fresh`: only ranked and timed change
+      }
+    }
     p.lastSeq = h.lastSeq;
     return { header: h, projection: p };
   }
@@ -358,6 +366,8 @@ export class SnapshotDecoder {
             fresh: new Set(d),
             returned: new Set(e),
             pendingTags: new Map(entriesOf(f, isNumber)),
+            ranked: new Map(),
+            timed: new Map(),
           });
           return;
         }
@@ -379,6 +389,8 @@ export class SnapshotDecoder {
           fresh: new Set(e),
           returned: new Set(f),
           pendingTags: new Map(entriesOf(g, isNumber)),
+          ranked: new Map(),
+          timed: new Map(),
         };
         p.stepIndex.set(a, index);
         return;
@@ -451,6 +463,9 @@ function snapOf(v: unknown, kind: AggregateRow): Snap<unknown> {
       command: spec['command'],
       input: spec['input'],
       maxAttempts: spec['maxAttempts'],
+      priority: spec['priority'],
+      notBefore: spec['notBefore'],
+      delayMs: spec['delayMs'],
     };
   }
   return { value: s.value, context: s.context, status: s.status };

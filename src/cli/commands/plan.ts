@@ -22,6 +22,7 @@ interface PlanFlags {
   capacityMultiplier: string;
   batch: string;
   pulseTtl: string;
+  priorityAging: string;
 }
 
 async function readText(file: string): Promise<string> {
@@ -83,6 +84,7 @@ function configOf(flags: PlanFlags): PlanConfig {
     capacityMultiplier: positive('capacity-multiplier', flags.capacityMultiplier),
     batch: whole('batch', flags.batch),
     pulseTtlMs: duration('pulse-ttl', flags.pulseTtl),
+    priorityAgingMs: duration('priority-aging', flags.priorityAging),
     // A log and a registry snapshot: nothing restarted, the registry is taken as watched.
     ageFloorPassed: true,
   };
@@ -114,6 +116,12 @@ function summarize(d: Decisions, now: string): string {
       'starved',
       d.starved.map((s) => `  ${s}`),
     ),
+    ...(d.delayed
+      ? section(
+          'delayed',
+          Object.entries(d.delayed).map(([s, n]) => `  ${s}  ${n}`),
+        )
+      : []),
   ];
   return `${lines.join('\n')}\n`;
 }
@@ -127,6 +135,7 @@ const DEFAULTS = {
   capacityMultiplier: '1',
   batch: '8',
   pulseTtl: '15s',
+  priorityAging: '1m',
 } as const;
 
 /**
@@ -169,6 +178,11 @@ export function registerPlan(program: Command): void {
     .option('--capacity-multiplier <x>', 'capacity = floor(x * slots)', DEFAULTS.capacityMultiplier)
     .option('--batch <n>', 'tasks a step places per turn', DEFAULTS.batch)
     .option('--pulse-ttl <duration>', 'a pulse this old is still recent', DEFAULTS.pulseTtl)
+    .option(
+      '--priority-aging <duration>',
+      'a waiting priority level ranks one higher per (0: strict)',
+      DEFAULTS.priorityAging,
+    )
     .action(async (events: string, flags: PlanFlags) => {
       const now = Date.parse(flags.now);
       if (Number.isNaN(now)) {

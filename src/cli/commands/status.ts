@@ -80,6 +80,10 @@ const counts = (tasks: StatusView['runs'][string]['tasks'], color: boolean): str
     color,
   ) || 'no tasks';
 
+/** Delayed tasks are Pending ones held back by a notBefore: their own count, after the states. */
+const delayedText = (delayed: number | undefined): string =>
+  delayed === undefined ? '' : `  (${delayed} delayed)`;
+
 /** The readable form of {@link StatusView}. */
 export function statusText(v: StatusView, color: boolean): string {
   const lines: string[] = [];
@@ -102,14 +106,16 @@ export function statusText(v: StatusView, color: boolean): string {
   lines.push(`runs      ${runIds.length === 0 ? 'none open (--all shows finished runs)' : ''}`);
   for (const runId of runIds) {
     const run = v.runs[runId]!;
-    lines.push(`  ${runId}  ${stepState(run.state, false, color)}  ${counts(run.tasks, color)}`);
+    lines.push(
+      `  ${runId}  ${stepState(run.state, false, color)}  ${counts(run.tasks, color)}${delayedText(run.delayed)}`,
+    );
     if (run.expired) {
       lines.push(`    expired ${run.expired.at}: ended ${run.expired.endedAt}, summary only`);
     }
     const width = Math.max(...Object.keys(run.steps).map((s) => s.length), 4);
     for (const [stepId, s] of Object.entries(run.steps)) {
       lines.push(
-        `    ${stepId.padEnd(width)}  ${stepState(s.state, s.starved, color)}  ${counts(s.tasks, color)}`,
+        `    ${stepId.padEnd(width)}  ${stepState(s.state, s.starved, color)}  ${counts(s.tasks, color)}${delayedText(s.delayed)}`,
       );
     }
     const reported = Object.entries(run.progress ?? {});

@@ -85,13 +85,13 @@ export class DashboardData {
   }
 
   runs(limit: number): RunSummary[] {
-    return buildRunList(this.ctx.loop.projection, limit);
+    return buildRunList(this.ctx.loop.projection, limit, this.ctx.now());
   }
 
   async run(runId: string, taskLimit: number): Promise<RunDetail | null> {
     const { ctx } = this;
     if (ctx.loop.projection.expiredRuns.has(runId)) {
-      return buildRunDetail(ctx.loop.projection, runId, [], taskLimit);
+      return buildRunDetail(ctx.loop.projection, runId, [], taskLimit, ctx.now());
     }
     if (!ctx.loop.projection.runs.has(runId)) return null;
     let stepEvents = this.stepEvents.get(runId);
@@ -106,7 +106,7 @@ export class DashboardData {
         this.stepEvents.set(runId, stepEvents);
       }
     }
-    return buildRunDetail(ctx.loop.projection, runId, stepEvents, taskLimit);
+    return buildRunDetail(ctx.loop.projection, runId, stepEvents, taskLimit, ctx.now());
   }
 
   /** A task's state and its full history, straight from its subject. Null when unknown. */

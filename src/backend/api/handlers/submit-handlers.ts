@@ -14,6 +14,9 @@ import { eventsStoreRoom } from '../../storage/index.js';
 import { newWorkBytes, storeFullFromServer } from '../../storage/index.js';
 import { syncAll, syncSubject } from './sync.js';
 import { writeAll } from './write-all.js';
+import { requireHonoringLeader, plannerFieldUse } from './honoring-leader.js';
+import { placementIssues, resolveRetry } from '../../../run-file-placement.js';
+import { DEFAULT_MAX_ATTEMPTS } from '../../../../actors/task/retry-policy.js';
 
 /** A write the server refused for lack of room is told as `store_full`, like an admission. */
 async function refusingFullStore<T>(work: () => Promise<T>): Promise<T> {
@@ -98,7 +101,12 @@ export function submitHandlers(ctx: BackendContext): Handlers {
     tags: t.tags ?? step.tags,
     ...(t.command !== undefined && { command: t.command }),
     ...(t.input !== undefined && { input: t.input }),
-    maxAttempts: t.maxAttempts ?? 3,
+    // The task's own wins, then its step's `retry`: resolved here, so that every backend
+    // (an older one too) counts the attempts the run file asked for.
+    maxAttempts: t.maxAttempts ?? step.retry?.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
+    ...(t.priority !== undefined && { priority: t.priority }),
+    ...(t.notBefore !== undefined && { notBefore: t.notBefore }),
+    ...(t.delay !== undefined && { delayMs: t.delay }),
   });
 
   /** Ids of the tasks whose stored spec is not the one asked for (or that are missing). */
@@ -113,6 +121,7 @@ export function submitHandlers(ctx: BackendContext): Handlers {
   return {
     'submit.begin': async (req) => {
       const issues = stepGraphIssues(req.steps);
+      req.steps.forEach((step, i) => issues.push(...placementIssues(step, `steps.${i}`)));
       const sum = req.steps.reduce((acc, s) => acc + s.taskCount, 0);
       if (sum !== req.taskCount) {
         issues.push({
@@ -122,6 +131,7 @@ export function submitHandlers(ctx: BackendContext): Handlers {
       }
       if (issues.length > 0) throw validationError('submit.begin', issues);
       await syncAll(ctx);
+      requireHonoringLeader(ctx.loop.projection, req.runId, plannerFieldUse(req.steps));
       // Its events were purged and nothing can be created under its id again (the fold
       // refuses it): say so, rather than fail on each step.
       if (ctx.loop.projection.expiredRuns.has(req.runId)) {
@@ -199,6 +209,10 @@ export function submitHandlers(ctx: BackendContext): Handlers {
           taskCount: s.taskCount,
           output: s.output,
           ...(s.timeoutMs !== undefined && { timeoutMs: s.timeoutMs }),
+          ...(s.priority !== undefined && { priority: s.priority }),
+          ...(s.notBefore !== undefined && { notBefore: s.notBefore }),
+          ...(s.delay !== undefined && { delayMs: s.delay }),
+          ...(s.retry !== undefined && { retry: resolveRetry(s.retry) }),
         },
         id: stepEventId(req.runId, s.id, req.hash),
       }));
@@ -238,6 +252,7 @@ export function submitHandlers(ctx: BackendContext): Handlers {
     const step = stepEntry.snapshot.context;
     const issues = chunkIssues(req, ctx.config.maxInputBytes);
     if (issues.length > 0) throw validationError('submit.tasks', issues);
+    requireHonoringLeader(ctx.loop.projection, req.runId, plannerFieldUse(req.tasks, 'tasks'));
     const fresh: { cmd: Command; task: TaskSpecInput }[] = [];
     const toCheck: TaskSpecInput[] = [];
     for (const t of req.tasks) {

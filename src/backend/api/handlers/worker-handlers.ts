@@ -5,6 +5,8 @@ import {
   ValidationError,
 } from '../../../../actors/errors.js';
 import { keyOf } from '../../../../actors/ids.js';
+import { DEFAULT_RETRY_POLICY, retryDelayMs } from '../../../../actors/task/retry-policy.js';
+import type { TaskContext } from '../../../../actors/task/task.machine.js';
 import { isConcurrencyError } from '../../../../streams/errors.js';
 import { enqueueFinalization } from '../../../../streams/queues.js';
 import { assertOutputSize } from '../../../limits.js';
@@ -27,11 +29,17 @@ const attemptReply = (req: AttemptRequest) => ({
   attemptId: req.attemptId,
 });
 
-/** First failure waits 1 s, doubling per failure so far, capped at 5 min (DESIGN.md section 6). */
-export const RETRY_BASE_MS = 1_000;
-export const RETRY_CAP_MS = 5 * 60_000;
-export const retryDelayMs = (failuresSoFar: number): number =>
-  Math.min(RETRY_CAP_MS, RETRY_BASE_MS * 2 ** Math.min(failuresSoFar, 30));
+/**
+ * When a failed task may run again: its step's retry policy (the default: 1 s doubling per
+ * failure so far, capped at 5 min, DESIGN.md section 6), jitter drawn here, in src/, so that
+ * the event records the one time every reader folds.
+ */
+function retryAtOf(ctx: BackendContext, task: TaskContext): string {
+  const { runId, stepId } = task.spec;
+  const policy = ctx.loop.projection.steps.get(keyOf(runId, stepId))?.snapshot.context.retry;
+  const waitMs = retryDelayMs(policy ?? DEFAULT_RETRY_POLICY, task.failures, Math.random());
+  return new Date(ctx.now() + waitMs).toISOString();
+}
 
 interface AttemptVerb {
   /** The event this verb appends. */
@@ -269,7 +277,7 @@ export function workerHandlers(ctx: BackendContext): Handlers {
               exitCode: req.exitCode,
               error: req.error,
               retryable: req.retryable,
-              retryAt: new Date(ctx.now() + retryDelayMs(a.task.context.failures)).toISOString(),
+              retryAt: retryAtOf(ctx, a.task.context),
             },
             id: `fail.${req.attemptId}`,
           }),

@@ -44,6 +44,7 @@ tr.ineligible td { color: var(--muted); }
 .card.alert .big a { color: var(--bad); }
 .tag { display: inline-block; background: #eef2ff; color: #3730a3; border-radius: 3px; padding: 0 6px; font-size: 12px; }
 .badge, .count-chip { display: inline-block; border-radius: 10px; padding: 1px 8px; font-size: 12px; background: #e5e7eb; color: #374151; white-space: nowrap; }
+.count-chip.delayed { background: #fef9c3; color: #854d0e; }
 .st-Succeeded, .st-Active, [class*="st-"][class*="Succeeded"], [class*="Finalized"], [class*="Joined"], [class*="Ready"], [class*="Served"] { background: #dcfce7; color: var(--ok); }
 .st-Running, [class*="Started"] { background: #dbeafe; color: #1d4ed8; }
 .st-Published, [class*="Published"] { background: #f3e8ff; color: var(--pub); }

@@ -51,8 +51,9 @@ export function overviewMain(v: OverviewView): Html {
       <div class="card">
         <h3>Tasks</h3>
         <p>
-          ${v.tasks.pending} pending · ${v.tasks.published} published · ${v.tasks.running} running ·
-          ${v.tasks.finalizing} finalizing
+          ${v.tasks.pending} pending${v.tasks.delayed > 0 ? ` (${v.tasks.delayed} delayed)` : ''} ·
+          ${v.tasks.published} published · ${v.tasks.running} running · ${v.tasks.finalizing}
+          finalizing
         </p>
       </div>
       <div class="card">

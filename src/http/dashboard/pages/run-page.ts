@@ -18,13 +18,14 @@ function stepSection(run: RunDetail, s: StepView): Html {
       tags ${s.tags.map((t) => html`<span class="tag">${t}</span> `)}
       ${s.after.length > 0 ? html`· after ${s.after.join(', ')}` : ''}
       ${s.maxConcurrent !== null ? html`· at most ${s.maxConcurrent} at once` : ''}
+      ${s.priority !== 0 ? html`· priority ${s.priority}` : ''}
       ${s.reason ? html`· <span class="warn">${s.reason}</span>` : ''}
     </p>
     <div class="progress-cell">
       ${progressBar(s.progress)}
       <span class="pct">${s.counts.Succeeded}/${s.taskCount} (${percent(s.progress)})</span>
     </div>
-    <p class="step-counts">${countsOf(s.counts)}</p>
+    <p class="step-counts">${countsOf(s.counts, s.delayed)}</p>
     <details ${s.tasks.length <= 20 ? 'open' : ''}>
       <summary>${s.tasks.length + s.moreTasks} tasks</summary>
       <table class="tasks">
@@ -83,7 +84,7 @@ export function runMain(run: RunDetail, nowIso: string): Html {
         >${run.counts.Succeeded}/${run.taskCount} (${percent(run.progress)})</span
       >
     </div>
-    <p>${countsOf(run.counts)}</p>
+    <p>${countsOf(run.counts, run.delayed)}</p>
     <h2>Steps</h2>
     <div class="scroll">${dagSvg(run.steps)}</div>
     <h2>Timeline</h2>

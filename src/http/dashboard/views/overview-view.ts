@@ -1,4 +1,5 @@
 import type { Projection } from '../../../../actors/projection.js';
+import { delayedTasks } from '../../../../actors/reconciler/delays.js';
 import { readFleet } from '../../../../actors/reconciler/fleet.js';
 import type { RegistryEntry } from '../../../protocol.js';
 
@@ -40,7 +41,14 @@ export interface OverviewView {
   /** Jobs in `SONAR_FINALIZE` (waiting, leased or delayed); null when it could not be read. */
   finalizeQueue: number | null;
   poisoned: number;
-  tasks: { pending: number; published: number; running: number; finalizing: number };
+  /** `delayed`: of the Pending tasks, those a notBefore still holds back. */
+  tasks: {
+    pending: number;
+    delayed: number;
+    published: number;
+    running: number;
+    finalizing: number;
+  };
   activeRuns: number;
   leader: { nodeId: string; electedAt: string } | null;
   /** Who holds the `reconciler` lock right now (null: nobody, or unreadable). */
@@ -145,6 +153,7 @@ export function buildOverview(inp: OverviewInputs): OverviewView {
     poisoned: p.tasksByState.Poisoned.size,
     tasks: {
       pending: p.tasksByState.Pending.size,
+      delayed: delayedInAll(p, inp.now),
       published: p.tasksByState.Published.size,
       running: p.tasksByState.Running.size,
       finalizing: p.tasksByState.Finalizing.size,
@@ -154,6 +163,15 @@ export function buildOverview(inp: OverviewInputs): OverviewView {
     lockHolder: inp.lockHolder,
     starved,
   };
+}
+
+/** Pending tasks a notBefore still holds back, in every step with Pending tasks. */
+function delayedInAll(p: Projection, now: number): number {
+  let n = 0;
+  for (const key of p.activeSteps) {
+    if ((p.stepIndex.get(key)?.counts.Pending ?? 0) > 0) n += delayedTasks(p, key, now);
+  }
+  return n;
 }
 
 function bar(total: number, f: { published: number; running: number }): CapacityBar {

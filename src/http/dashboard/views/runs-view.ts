@@ -4,6 +4,8 @@ import type {
   Projection,
   RunSnapshot,
 } from '../../../../actors/projection.js';
+import { DEFAULT_PRIORITY } from '../../../../actors/priority.js';
+import { delayedTasks } from '../../../../actors/reconciler/delays.js';
 import { TASK_STATES } from '../../../../actors/task/task.machine.js';
 import type { TaskState } from '../../../../actors/task/task.machine.js';
 
@@ -23,6 +25,8 @@ export interface RunSummary {
   progress: number;
   /** When retention evicted the run (`RunExpired`): only this summary is left. Else null. */
   expiredAt: string | null;
+  /** Of its Pending tasks, those a notBefore still holds back (their own count). */
+  delayed: number;
 }
 
 export interface StepView {
@@ -35,6 +39,10 @@ export interface StepView {
   starved: boolean;
   reason: string | null;
   counts: StateCounts;
+  /** Of its Pending tasks, those a notBefore still holds back (their own count). */
+  delayed: number;
+  /** Its tasks' priority, unless a task has its own. */
+  priority: number;
   progress: number;
   /** Longest chain of `after` edges above it: its column in the DAG. */
   depth: number;
@@ -57,12 +65,14 @@ function stepCounts(p: Projection, stepKey: string): StateCounts {
   return { ...zeroCounts(), ...p.stepIndex.get(stepKey)?.counts };
 }
 
-function summaryOf(p: Projection, run: RunSnapshot): RunSummary {
+function summaryOf(p: Projection, run: RunSnapshot, now: number): RunSummary {
   const c = run.context;
   const counts = zeroCounts();
+  let delayed = 0;
   for (const stepId of c.stepIds) {
     const sc = p.stepIndex.get(`${c.runId}.${stepId}`)?.counts;
     if (sc) for (const s of TASK_STATES) counts[s] += sc[s];
+    if (sc && sc.Pending > 0) delayed += delayedTasks(p, `${c.runId}.${stepId}`, now);
   }
   return {
     runId: c.runId,
@@ -74,6 +84,7 @@ function summaryOf(p: Projection, run: RunSnapshot): RunSummary {
     counts,
     progress: c.taskCount === 0 ? 1 : counts.Succeeded / c.taskCount,
     expiredAt: null,
+    delayed,
   };
 }
 
@@ -89,13 +100,17 @@ function expiredSummaryOf(run: ExpiredRun): RunSummary {
     counts,
     progress: run.taskCount === 0 ? 1 : counts.Succeeded / run.taskCount,
     expiredAt: run.expiredAt,
+    delayed: 0,
   };
 }
 
-/** Runs, expired ones included, newest first (by `RunSubmitted` time), at most `limit`. */
-export function buildRunList(p: Projection, limit: number): RunSummary[] {
+/**
+ * Runs, expired ones included, newest first (by `RunSubmitted` time), at most `limit`;
+ * delayed tasks counted at `now`.
+ */
+export function buildRunList(p: Projection, limit: number, now: number): RunSummary[] {
   const runs = [
-    ...[...p.runs.values()].map((r) => summaryOf(p, r.snapshot)),
+    ...[...p.runs.values()].map((r) => summaryOf(p, r.snapshot, now)),
     ...[...p.expiredRuns.values()].map(expiredSummaryOf),
   ];
   runs.sort((a, b) => (a.submittedAt < b.submittedAt ? 1 : -1));
@@ -112,6 +127,7 @@ export function buildRunDetail(
   runId: string,
   stepEvents: readonly EventRecord[],
   taskLimit: number,
+  now: number,
 ): RunDetail | null {
   const expired = p.expiredRuns.get(runId);
   if (expired) return { ...expiredSummaryOf(expired), steps: [] };
@@ -147,6 +163,8 @@ export function buildRunDetail(
       starved: step?.context.starved ?? false,
       reason: step?.context.reason ?? null,
       counts,
+      delayed: counts.Pending > 0 ? delayedTasks(p, key, now) : 0,
+      priority: step?.context.priority ?? DEFAULT_PRIORITY,
       progress: taskCount === 0 ? 1 : counts.Succeeded / taskCount,
       depth: depths.get(stepId) ?? 0,
       timeline: timelines.get(stepId) ?? [],
@@ -162,7 +180,7 @@ export function buildRunDetail(
       moreTasks: Math.max(0, taskKeys.length - taskLimit),
     };
   });
-  return { ...summaryOf(p, run), steps };
+  return { ...summaryOf(p, run, now), steps };
 }
 
 /**
