@@ -6,6 +6,7 @@ import { EventStore } from '../../streams/event-store.js';
 import type { RequestOf } from '../../src/protocol.js';
 import { ApiClient } from '../../src/worker/api-client.js';
 import { eventually } from '../helpers/eventually.js';
+import { saveScenario } from './scenario.js';
 import type { ChaosWorld } from './world.js';
 import { worldOnServer } from './world-per-file.js';
 
@@ -90,6 +91,9 @@ describe('chaos: schedules across backends', () => {
       async () => (await Promise.all(fires.map((f) => t.submitted(f.runId)))).every(Boolean),
       { timeoutMs: 20_000, intervalMs: 500, message: 'every fired run submitted' },
     );
+    if (process.env['SONAR_CHAOS_SAVE'] === '1') {
+      await saveScenario('schedule-failover', await w.exportLog());
+    }
     await w.stop();
   });
 

@@ -67,6 +67,8 @@ const EXPECTED_SKIPS: Record<string, number[]> = {
   'chaos-cluster-leader': [],
   'chaos-finalizers-killed': [],
   'chaos-poison-payload': [],
+  // A schedule every 2 s across two leaders SIGKILLed (test/chaos/schedules.test.ts).
+  'chaos-schedule-failover': [],
   'chaos-server-restart': [],
   'chaos-workers-killed': [],
 };
@@ -82,6 +84,7 @@ const EXPECTED_LEADER: Record<string, { nodeId: string; seq: number }> = {
   'chaos-cluster-leader': { nodeId: 'vm-SZIfiWFr', seq: 1 },
   'chaos-finalizers-killed': { nodeId: 'vm-IopnPVgj', seq: 2765 },
   'chaos-poison-payload': { nodeId: 'vm-N7uSzyV4', seq: 1 },
+  'chaos-schedule-failover': { nodeId: 'vm-nZSVBfpt', seq: 29 },
   'chaos-server-restart': { nodeId: 'vm-ULszDO94', seq: 1194 },
   'chaos-workers-killed': { nodeId: 'vm-0PieI6hv', seq: 1 },
 };
