@@ -130,6 +130,7 @@ describe('schedules with a real backend', () => {
     expect(triggered.submitted).toBe(true);
     // The same request again (a lost answer) fires nothing more.
     await api.request('schedule.trigger', { name: 'ops', requestId: 'trigger1' });
+    // What is shown is an absence (no due fire while paused): two due times must pass.
     await new Promise((resolve) => setTimeout(resolve, 2_500));
     const whilePaused = await firesOf('ops');
     expect(whilePaused.length).toBe(before + 1);
