@@ -3,6 +3,8 @@ import { DecodeError, issuesOf, listIssues } from './errors.js';
 import { retentionEventData, retentionEventKinds } from './retention/retention.events.js';
 import type { RetentionEvent } from './retention/retention.events.js';
 import { runEventData } from './run/run.events.js';
+import { scheduleEventData } from './schedule/schedule.events.js';
+import type { ScheduleEvent } from './schedule/schedule.events.js';
 import type { RunEvent } from './run/run.events.js';
 import { stepEventData } from './step/step.events.js';
 import type { StepEvent } from './step/step.events.js';
@@ -12,12 +14,12 @@ import { systemEventData, workerEventData } from './worker/worker.events.js';
 import type { SystemEvent, WorkerEvent } from './worker/worker.events.js';
 
 export type SonarEvent =
-  TaskEvent | StepEvent | RunEvent | WorkerEvent | SystemEvent | RetentionEvent;
+  TaskEvent | StepEvent | RunEvent | WorkerEvent | SystemEvent | RetentionEvent | ScheduleEvent;
 export type SonarEventType = SonarEvent['type'];
 export type EventData<T extends SonarEventType> = Extract<SonarEvent, { type: T }>['data'];
 
 /** The aggregate an event belongs to, named by the third token of its subject. */
-export type AggregateKind = 'run' | 'step' | 'task' | 'worker' | 'system';
+export type AggregateKind = 'run' | 'step' | 'task' | 'worker' | 'system' | 'schedule';
 
 const schemas: Record<SonarEventType, z.ZodType> = {
   ...taskEventData,
@@ -26,6 +28,7 @@ const schemas: Record<SonarEventType, z.ZodType> = {
   ...workerEventData,
   ...systemEventData,
   ...retentionEventData,
+  ...scheduleEventData,
 };
 
 const kinds: Record<SonarEventType, AggregateKind> = Object.fromEntries([
@@ -35,6 +38,7 @@ const kinds: Record<SonarEventType, AggregateKind> = Object.fromEntries([
   ...Object.keys(workerEventData).map((t) => [t, 'worker']),
   ...Object.keys(systemEventData).map((t) => [t, 'system']),
   ...Object.entries(retentionEventKinds),
+  ...Object.keys(scheduleEventData).map((t) => [t, 'schedule']),
 ]) as Record<SonarEventType, AggregateKind>;
 
 export const EVENT_TYPES = Object.keys(schemas) as SonarEventType[];
@@ -76,12 +80,15 @@ export function decodeEvent(
 /** Where an event lives, parsed from `<prefix>.events.<kind>.<ids...>`. */
 export interface AggregateRef {
   kind: AggregateKind;
-  /** Projection key: `<runId>.<taskId>`, `<runId>.<stepId>`, `<runId>`, `<workerId>`, `<name>`. */
+  /**
+   * Projection key: `<runId>.<taskId>`, `<runId>.<stepId>`, `<runId>`, `<workerId>`, `<name>`
+   * (system and schedule).
+   */
   key: string;
 }
 
 const SUBJECT_RE =
-  /^[^.]+\.events\.(?:(task|step)\.([A-Za-z0-9_-]{1,64}\.[A-Za-z0-9_-]{1,64})|(run|worker|system)\.([A-Za-z0-9_-]{1,64}))$/;
+  /^[^.]+\.events\.(?:(task|step)\.([A-Za-z0-9_-]{1,64}\.[A-Za-z0-9_-]{1,64})|(run|worker|system|schedule)\.([A-Za-z0-9_-]{1,64}))$/;
 
 /** Parses an event subject; the prefix is any single token. Null when it is not one. */
 export function parseEventSubject(subject: string): AggregateRef | null {

@@ -17,3 +17,7 @@ export * from './worker/worker.events.js';
 export * from './worker/worker.machine.js';
 export * from './reconciler/index.js';
 export * from './retention/retention.events.js';
+export * from './schedule/schedule.events.js';
+export * from './schedule/schedule.machine.js';
+export * from './schedule/schedule-run-ids.js';
+export * from './schedule/schedule-view.js';

@@ -3,6 +3,9 @@ import { decodeEvent, parseEventSubject } from './events.js';
 import type { AggregateKind, AggregateRef, SonarEvent } from './events.js';
 import type { RunExpired, WorkerExpired } from './retention/retention.events.js';
 import { runMachine } from './run/run.machine.js';
+import { scheduleMachine } from './schedule/schedule.machine.js';
+import type { ScheduleContext } from './schedule/schedule.machine.js';
+import type { ScheduleEvent } from './schedule/schedule.events.js';
 import type { RunContext } from './run/run.machine.js';
 import type { RunEvent } from './run/run.events.js';
 import { stepMachine } from './step/step.machine.js';
@@ -21,6 +24,7 @@ export type TaskSnapshot = Snap<TaskContext>;
 export type StepSnapshot = Snap<StepContext>;
 export type RunSnapshot = Snap<RunContext>;
 export type WorkerSnapshot = Snap<WorkerContext>;
+export type ScheduleSnapshot = Snap<ScheduleContext>;
 
 /** One aggregate's current snapshot and the stream sequence of its last event (for OCC). */
 export interface Aggregate<S> {
@@ -90,6 +94,8 @@ export interface Projection {
   steps: Map<string, Aggregate<StepSnapshot>>;
   runs: Map<string, Aggregate<RunSnapshot>>;
   workers: Map<string, Aggregate<WorkerSnapshot>>;
+  /** Schedules by name, in `ScheduleCreated` order (deleted ones too). */
+  schedules: Map<string, Aggregate<ScheduleSnapshot>>;
   /** Task keys of each step (`<runId>.<stepId>`), in `TaskCreated` order. */
   stepTasks: Map<string, string[]>;
   /** Open tasks by state; terminal tasks are in no set. */
@@ -122,6 +128,7 @@ export function createProjection(): Projection {
     steps: new Map(),
     runs: new Map(),
     workers: new Map(),
+    schedules: new Map(),
     stepTasks: new Map(),
     tasksByState: {
       Pending: new Set(),
@@ -177,6 +184,7 @@ const machines = {
   step: createTransitioner(stepMachine),
   run: createTransitioner(runMachine),
   worker: createTransitioner(workerMachine),
+  schedule: createTransitioner(scheduleMachine),
 };
 
 const creators: Record<string, AggregateKind> = {
@@ -184,9 +192,10 @@ const creators: Record<string, AggregateKind> = {
   StepCreated: 'step',
   RunSubmitted: 'run',
   WorkerJoined: 'worker',
+  ScheduleCreated: 'schedule',
 };
 
-type AnySnapshot = TaskSnapshot | StepSnapshot | RunSnapshot | WorkerSnapshot;
+type AnySnapshot = TaskSnapshot | StepSnapshot | RunSnapshot | WorkerSnapshot | ScheduleSnapshot;
 
 function tableOf(p: Projection, kind: AggregateKind): Map<string, Aggregate<AnySnapshot>> | null {
   switch (kind) {
@@ -198,6 +207,8 @@ function tableOf(p: Projection, kind: AggregateKind): Map<string, Aggregate<AnyS
       return p.runs;
     case 'worker':
       return p.workers;
+    case 'schedule':
+      return p.schedules;
     case 'system':
       return null;
   }
@@ -214,6 +225,8 @@ function keyInData(event: SonarEvent): string | null {
       return event.data.runId;
     case 'WorkerJoined':
       return event.data.workerId;
+    case 'ScheduleCreated':
+      return event.data.name;
     default:
       return null;
   }
@@ -260,7 +273,8 @@ export function evaluate(p: Projection, ref: AggregateRef, event: SonarEvent): E
     }
     if (current) throw new IllegalTransitionError(ref.kind, current.snapshot.value, event.type);
     // An expired run stays gone: nothing may be created under its id again.
-    if (ref.kind !== 'worker' && p.expiredRuns.has(runIdOfKey(ref.key))) {
+    const ofRun = ref.kind !== 'worker' && ref.kind !== 'schedule';
+    if (ofRun && p.expiredRuns.has(runIdOfKey(ref.key))) {
       throw new IllegalTransitionError(ref.kind, 'Expired', event.type);
     }
     const [next, actions] = initialOf(ref.kind, event);
@@ -353,6 +367,8 @@ function initialOf(kind: AggregateKind, event: SonarEvent): [AnySnapshot, Action
       return machines.run.initial(event);
     case 'WorkerJoined':
       return machines.worker.initial(event);
+    case 'ScheduleCreated':
+      return machines.schedule.initial(event);
     default:
       throw new IllegalTransitionError(kind, 'none', event.type);
   }
@@ -372,6 +388,8 @@ function nextOf(
       return machines.run.next(snapshot as RunSnapshot, event as RunEvent);
     case 'worker':
       return machines.worker.next(snapshot as WorkerSnapshot, event as WorkerEvent);
+    case 'schedule':
+      return machines.schedule.next(snapshot as ScheduleSnapshot, event as ScheduleEvent);
     case 'system':
       return null;
   }

@@ -1,5 +1,7 @@
 import type { Projection } from './projection.js';
 import type { Skipped } from './replay.js';
+import { scheduleView } from './schedule/schedule-view.js';
+import type { ScheduleView } from './schedule/schedule-view.js';
 
 /** `sonar replay --json` (DESIGN.md section 8). */
 export interface ReplayView {
@@ -18,7 +20,20 @@ export interface ReplayView {
   /** Runs evicted by `RunExpired` come last, with `expired: true`. */
   runs: Record<string, { state: string; expired?: true }>;
   workers: Record<string, { state: string }>;
+  /** Only when the log holds a schedule: older views stay byte-identical. */
+  schedules?: Record<string, ScheduleView>;
   skipped: Skipped[];
+}
+
+/** Puts `schedules` before `skipped`, and only when there is one. */
+export function withSchedules(
+  view: ReplayView,
+  schedules: Iterable<readonly [string, ScheduleView]>,
+): ReplayView {
+  const entries = [...schedules];
+  if (entries.length === 0) return view;
+  const { skipped, ...rest } = view;
+  return { ...rest, schedules: Object.fromEntries(entries), skipped };
 }
 
 /** The public view of a projection, keys in insertion (event) order. */
@@ -42,5 +57,11 @@ export function replayView(p: Projection, skipped: Skipped[]): ReplayView {
   for (const [key, run] of p.expiredRuns) view.runs[key] = { state: run.state, expired: true };
   for (const [key, { snapshot }] of p.workers)
     view.workers[key] = { state: String(snapshot.value) };
-  return view;
+  return withSchedules(
+    view,
+    [...p.schedules].map(([name, { snapshot }]) => [
+      name,
+      scheduleView(snapshot.value, snapshot.context),
+    ]),
+  );
 }

@@ -5,6 +5,7 @@ import { dashboardComponent } from './http/dashboard/dashboard-component.js';
 import { finalizerPool } from './backend/finalize/index.js';
 import { apiHandlers } from './backend/api/index.js';
 import { reconcilerLoop } from './backend/reconciler/index.js';
+import { scheduleFirer } from './backend/schedules/index.js';
 import { snapshotter } from './backend/snapshots/index.js';
 import { sweeper } from './backend/sweep/index.js';
 
@@ -23,6 +24,7 @@ export const defaultParts: BackendParts = {
     snapshotter(),
     finalizerPool(),
     reconcilerLoop(),
+    scheduleFirer(),
     sweeper(),
     dashboardComponent(),
     httpComponent(),

@@ -3,6 +3,7 @@ import { LOG_CHUNK_BYTES } from '../streams/topology.js';
 import { inputDepthProblem } from './limits.js';
 import { MAX_SLOTS_CAP, MAX_WORKER_TAGS } from './pulse-size.js';
 import { delayField, notBeforeField, priorityField, retryField } from './run-file-placement.js';
+import { ScheduleVerb, scheduleRequestSchemas } from './schedules/schedule-protocol.js';
 
 /**
  * The worker and client protocol of DESIGN.md section 6, as zod schemas: the backend
@@ -74,6 +75,7 @@ export const Verb = {
   Progress: 'progress',
   Log: 'log',
   Batch: 'batch',
+  ...ScheduleVerb,
 } as const;
 export type Verb = (typeof Verb)[keyof typeof Verb];
 
@@ -264,6 +266,7 @@ export const requestSchemas = {
       .min(1)
       .max(MAX_BATCH),
   }),
+  ...scheduleRequestSchemas,
 } as const;
 
 export type RequestOf<V extends Verb> = z.input<(typeof requestSchemas)[V]>;

@@ -38,6 +38,8 @@ export interface Names {
     task(runId: string, taskId: string): string;
     worker(workerId: string): string;
     system(name: string): string;
+    /** `<prefix>.events.schedule.<name>`: one schedule's events. */
+    schedule(name: string): string;
     /** `<prefix>.events.task.<runId>.*` and friends, for reading one run. */
     runAll(runId: string): string[];
     dispatch(tag: string): string;
@@ -125,6 +127,7 @@ export function names(prefix = 'sonar'): Names {
       task: (runId, taskId) => `${ev}.task.${runId}.${taskId}`,
       worker: (workerId) => `${ev}.worker.${workerId}`,
       system: (name) => `${ev}.system.${name}`,
+      schedule: (name) => `${ev}.schedule.${name}`,
       runAll: (runId) => [`${ev}.run.${runId}`, `${ev}.step.${runId}.*`, `${ev}.task.${runId}.*`],
       dispatch: (tag) => `${prefix}.dispatch.${tag}`,
       dispatchAll: `${prefix}.dispatch.>`,

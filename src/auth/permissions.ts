@@ -213,7 +213,7 @@ export function rolePermissions(n: Names = namesOf()): RolePermissions {
     },
     // Dashboards and `status`, `tail`, `export`, `workers`: reads. Its writes are requests a
     // backend judges and carries out: cancel, rerun (a submit), poisoned retry and cancel,
-    // sweep, revoke; never an append of its own.
+    // sweep, revoke, schedules; never an append of its own.
     operator: {
       pub: [
         api('revoke'),
@@ -221,6 +221,7 @@ export function rolePermissions(n: Names = namesOf()): RolePermissions {
         api('submit.*'),
         api('poisoned.*'),
         api('sweep'),
+        api('schedule.*'),
         ...readerPub(n),
         ...registryReadPub(n),
         ...taskReportsReadPub(n),

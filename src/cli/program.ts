@@ -7,6 +7,7 @@ import { registerExport } from './commands/export.js';
 import { registerPlan } from './commands/plan.js';
 import { registerPoisoned } from './commands/poisoned.js';
 import { registerReplay } from './commands/replay.js';
+import { registerSchedule } from './commands/schedule.js';
 import { registerRerun } from './commands/rerun.js';
 import { registerLogs } from './commands/logs.js';
 import { registerResults } from './commands/results.js';
@@ -46,6 +47,7 @@ export function buildProgram(): Command {
   registerCancel(program);
   registerRerun(program);
   registerPoisoned(program);
+  registerSchedule(program);
   registerSweep(program);
   registerRevoke(program);
   registerCreds(program);

@@ -160,7 +160,7 @@ function falselyLost(world: ChaosWorld, log: LogLine[]): string[] {
 }
 
 /** Writes `chaos-<name>.jsonl` and its expected `sonar replay --json` view. */
-async function saveScenario(name: string, lines: string[]): Promise<void> {
+export async function saveScenario(name: string, lines: string[]): Promise<void> {
   const dir = join(ROOT, 'test', 'replay', 'scenarios');
   await writeFile(join(dir, `chaos-${name}.jsonl`), `${lines.join('\n')}\n`);
   const { projection, skipped } = replay(lines);

@@ -12,6 +12,11 @@ import type {
   RunFailed,
   RunSubmitted,
   RunSucceeded,
+  ScheduleCreated,
+  ScheduleDeleted,
+  ScheduleFired,
+  SchedulePaused,
+  ScheduleResumed,
   SonarEvent,
   StepBlocked,
   StepCreated,
@@ -248,6 +253,45 @@ export const reconcilerElected = (
   time = T0,
 ): ReconcilerElected => ev<ReconcilerElected>('ReconcilerElected', { nodeId: 'n1', ...over }, time);
 
+// ---- schedule -----------------------------------------------------------------------------
+
+/** Schedule `nightly`: every 2 s by default, a one-task run, the decoder's defaults. */
+export const scheduleCreated = (over: Over<ScheduleCreated> = {}, time = T0): ScheduleCreated =>
+  ev<ScheduleCreated>(
+    'ScheduleCreated',
+    {
+      name: 'nightly',
+      ...(over.cron === undefined && { everyMs: 2000 }),
+      run: {
+        steps: [{ id: 's1', tags: ['linux'], after: [], output: 'bytes', tasks: [{ id: 't1' }] }],
+      },
+      overlap: 'skip',
+      catchUp: 'last',
+      catchUpLimit: 10,
+      missedAfterMs: 60_000,
+      ...over,
+    },
+    time,
+  );
+
+/** A due fire of `nightly` at `dueAt` (its run id derived the way the firer derives it). */
+export const scheduleFired = (over: Over<ScheduleFired> = {}, time = T0): ScheduleFired => {
+  const dueAt = over.dueAt ?? at(2);
+  const compact = dueAt.replace(/[-:]/g, '').replace(/\.\d{3}/, '');
+  return ev<ScheduleFired>(
+    'ScheduleFired',
+    { dueAt, runId: `nightly-${compact}`, trigger: 'due', missed: 0, ...over },
+    time,
+  );
+};
+
+export const schedulePaused = (time = T0): SchedulePaused =>
+  ev<SchedulePaused>('SchedulePaused', {}, time);
+export const scheduleResumed = (time = T0): ScheduleResumed =>
+  ev<ScheduleResumed>('ScheduleResumed', {}, time);
+export const scheduleDeleted = (time = T0): ScheduleDeleted =>
+  ev<ScheduleDeleted>('ScheduleDeleted', {}, time);
+
 // ---- subjects and JSONL lines -------------------------------------------------------------
 
 const subjects = names('sonar').subjects;
@@ -259,6 +303,7 @@ export const subject = {
   task: (runId = 'r1', taskId = 't1'): string => subjects.task(runId, taskId),
   worker: (workerId = 'w1'): string => subjects.worker(workerId),
   system: (name = 'reconciler'): string => subjects.system(name),
+  schedule: (name = 'nightly'): string => subjects.schedule(name),
 };
 
 /** One line of the DESIGN.md section 8 event log. */

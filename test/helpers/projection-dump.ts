@@ -11,6 +11,7 @@ export function dumpProjection(p: Projection) {
     steps: [...p.steps],
     runs: [...p.runs],
     workers: [...p.workers],
+    schedules: [...p.schedules],
     stepTasks: [...p.stepTasks],
     tasksByState: Object.entries(p.tasksByState).map(([state, keys]) => [state, [...keys]]),
     stepIndex: [...p.stepIndex].map(([key, i]) => [

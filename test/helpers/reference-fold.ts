@@ -12,7 +12,11 @@ import { decodeEvent, parseEventSubject } from '../../actors/events.js';
 import type { AggregateRef, SonarEvent } from '../../actors/events.js';
 import { parseEventLine } from '../../actors/replay.js';
 import type { Skipped } from '../../actors/replay.js';
+import { withSchedules } from '../../actors/replay-view.js';
 import type { ReplayView } from '../../actors/replay-view.js';
+import { scheduleMachine } from '../../actors/schedule/schedule.machine.js';
+import type { ScheduleEvent } from '../../actors/schedule/schedule.events.js';
+import { scheduleView } from '../../actors/schedule/schedule-view.js';
 import { runMachine } from '../../actors/run/run.machine.js';
 import type { RunEvent } from '../../actors/run/run.events.js';
 import { stepMachine } from '../../actors/step/step.machine.js';
@@ -26,12 +30,14 @@ type TaskSnap = SnapshotFrom<typeof taskMachine>;
 type StepSnap = SnapshotFrom<typeof stepMachine>;
 type RunSnap = SnapshotFrom<typeof runMachine>;
 type WorkerSnap = SnapshotFrom<typeof workerMachine>;
+type ScheduleSnap = SnapshotFrom<typeof scheduleMachine>;
 
 interface Folded {
   tasks: Map<string, TaskSnap>;
   steps: Map<string, StepSnap>;
   runs: Map<string, RunSnap>;
   workers: Map<string, WorkerSnap>;
+  schedules: Map<string, ScheduleSnap>;
   /** Final states of the runs `RunExpired` evicted. */
   expired: Map<string, string>;
   leader: { nodeId: string; time: string; seq: number; honors?: string[] } | null;
@@ -56,6 +62,8 @@ function createdKey(event: SonarEvent): { kind: AggregateRef['kind']; key: strin
       return { kind: 'run', key: event.data.runId };
     case 'WorkerJoined':
       return { kind: 'worker', key: event.data.workerId };
+    case 'ScheduleCreated':
+      return { kind: 'schedule', key: event.data.name };
     default:
       return null;
   }
@@ -76,6 +84,9 @@ function create(f: Folded, key: string, event: SonarEvent): void {
     case 'WorkerJoined':
       f.workers.set(key, initialTransition(workerMachine, event)[0]);
       return;
+    case 'ScheduleCreated':
+      f.schedules.set(key, initialTransition(scheduleMachine, event)[0]);
+      return;
     default:
       throw new Error(`${event.type} is not a creation event`);
   }
@@ -92,6 +103,8 @@ function stateOf(f: Folded, ref: AggregateRef): unknown {
       return f.runs.get(ref.key)?.value;
     case 'worker':
       return f.workers.get(ref.key)?.value;
+    case 'schedule':
+      return f.schedules.get(ref.key)?.value;
     case 'system':
       return undefined;
   }
@@ -126,6 +139,13 @@ function advance(f: Folded, ref: AggregateRef, event: SonarEvent): boolean {
       const ev = event as WorkerEvent;
       if (!snap.can(ev)) return false;
       f.workers.set(ref.key, transition(workerMachine, snap, ev)[0]);
+      return true;
+    }
+    case 'schedule': {
+      const snap = f.schedules.get(ref.key)!;
+      const ev = event as ScheduleEvent;
+      if (!snap.can(ev)) return false;
+      f.schedules.set(ref.key, transition(scheduleMachine, snap, ev)[0]);
       return true;
     }
     case 'system':
@@ -199,7 +219,7 @@ function applyOne(f: Folded, ref: AggregateRef, event: SonarEvent, seq: number):
     }
     if (state !== undefined) return refuse(ref.kind, state, event.type);
     const runId = ref.key.split('.')[0]!;
-    if (ref.kind !== 'worker' && f.expired.has(runId)) {
+    if (ref.kind !== 'worker' && ref.kind !== 'schedule' && f.expired.has(runId)) {
       return refuse(ref.kind, 'Expired', event.type);
     }
     create(f, ref.key, event);
@@ -221,6 +241,7 @@ export function referenceReplay(lines: Iterable<string>): ReferenceResult {
     steps: new Map(),
     runs: new Map(),
     workers: new Map(),
+    schedules: new Map(),
     expired: new Map(),
     leader: null,
   };
@@ -269,5 +290,8 @@ export function referenceReplay(lines: Iterable<string>): ReferenceResult {
   for (const [key, snap] of f.runs) view.runs[key] = { state: String(snap.value) };
   for (const [key, state] of f.expired) view.runs[key] = { state, expired: true };
   for (const [key, snap] of f.workers) view.workers[key] = { state: String(snap.value) };
-  return { view, leader: f.leader };
+  const schedules = [...f.schedules].map(
+    ([name, snap]) => [name, scheduleView(snap.value, snap.context)] as const,
+  );
+  return { view: withSchedules(view, schedules), leader: f.leader };
 }

@@ -38,4 +38,14 @@ export const VALID_REQUESTS: Readonly<Record<Verb, unknown>> = {
   progress: { ...attempt, value: 0.5 },
   log: { ...attempt, seq: 1, parts: [{ stream: 'stderr', text: 'hello\n' }] },
   batch: { workerId: 'w1', requests: [{ verb: 'start', body: attempt }] },
+  'schedule.create': {
+    name: 'nightly',
+    cron: '0 2 * * *',
+    run: { steps: [{ id: 's', tags: ['linux'], tasks: [{ id: 't1' }] }] },
+  },
+  'schedule.list': {},
+  'schedule.pause': { name: 'nightly' },
+  'schedule.resume': { name: 'nightly' },
+  'schedule.delete': { name: 'nightly' },
+  'schedule.trigger': { name: 'nightly', requestId: 'req1' },
 };

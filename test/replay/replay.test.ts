@@ -58,12 +58,19 @@ const EXPECTED_SKIPS: Record<string, number[]> = {
   'retention-expiry': [21, 22, 23, 24, 26, 27, 28, 29, 30, 32, 35, 36],
   // a task priority out of range, a notBefore that is no time, an unknown backoff
   'priorities-and-delays': [12, 13, 14],
+  // A second fire of a due time and an earlier one; a due fire while paused; the same manual
+  // run twice; a due time of the pause after resume; a fire, a resume and a re-creation after
+  // delete; a creation under another name, with both cron and interval, with an unknown
+  // policy; a fire of an unknown schedule; a schedule event on a run subject
+  schedules: [8, 9, 16, 21, 23, 37, 38, 39, 40, 41, 42, 43, 44],
   // Exported from chaos runs (test/chaos/, `SONAR_CHAOS_SAVE=1`): 500-600 tasks each, real
   // kills and restarts. A backend never appends an event its machine refuses: no skips.
   'chaos-backend-failover': [],
   'chaos-cluster-leader': [],
   'chaos-finalizers-killed': [],
   'chaos-poison-payload': [],
+  // A schedule every 2 s across two leaders SIGKILLed (test/chaos/schedules.test.ts).
+  'chaos-schedule-failover': [],
   'chaos-server-restart': [],
   'chaos-workers-killed': [],
 };
@@ -74,11 +81,13 @@ const EXPECTED_LEADER: Record<string, { nodeId: string; seq: number }> = {
   'worker-states': { nodeId: 'backend-a', seq: 1 },
   'reconciler-elected': { nodeId: 'backend-a', seq: 13 },
   'priorities-and-delays': { nodeId: 'backend-b', seq: 1 },
+  schedules: { nodeId: 'backend-a', seq: 1 },
   // The chaos runs' last elections (a failover elects again; the first leader may keep it).
   'chaos-backend-failover': { nodeId: 'vm-2ldwts2H', seq: 1775 },
   'chaos-cluster-leader': { nodeId: 'vm-SZIfiWFr', seq: 1 },
   'chaos-finalizers-killed': { nodeId: 'vm-IopnPVgj', seq: 2765 },
   'chaos-poison-payload': { nodeId: 'vm-N7uSzyV4', seq: 1 },
+  'chaos-schedule-failover': { nodeId: 'vm-nZSVBfpt', seq: 29 },
   'chaos-server-restart': { nodeId: 'vm-ULszDO94', seq: 1194 },
   'chaos-workers-killed': { nodeId: 'vm-0PieI6hv', seq: 1 },
 };

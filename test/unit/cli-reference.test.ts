@@ -23,6 +23,7 @@ const VERBS = [
   'cancel',
   'rerun',
   'poisoned',
+  'schedule',
   'sweep',
   'revoke',
   'creds',

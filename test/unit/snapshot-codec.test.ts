@@ -118,7 +118,9 @@ function asFormat2(text: string): string {
       if (i !== 0) return l;
       const h = JSON.parse(l) as { counts: Record<string, number> };
       expect(h.counts['expiredRuns']).toBe(0);
+      expect(h.counts['schedules']).toBe(0);
       delete h.counts['expiredRuns'];
+      delete h.counts['schedules'];
       return JSON.stringify({ ...h, version: 2 });
     })
     .join('\n');

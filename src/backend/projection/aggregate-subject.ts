@@ -16,5 +16,7 @@ export function aggregateSubject(n: Names, ref: AggregateRef): string {
       return n.subjects.worker(ref.key);
     case 'system':
       return n.subjects.system(ref.key);
+    case 'schedule':
+      return n.subjects.schedule(ref.key);
   }
 }

@@ -30,6 +30,8 @@ function seqOf(p: Projection, ref: AggregateRef): number {
       return p.workers.get(ref.key)?.seq ?? 0;
     case 'system':
       return p.leader?.seq ?? 0;
+    case 'schedule':
+      return p.schedules.get(ref.key)?.seq ?? 0;
   }
 }
 

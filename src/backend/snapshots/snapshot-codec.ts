@@ -20,7 +20,8 @@ import type { Snap } from '../../../actors/transitioner.js';
  * a migration or a release note.
  *
  * Rows (a JSON array whose first element names it):
- * - `["task"|"step"|"run"|"worker", key, seq, {value, context, status}]`
+ * - `["task"|"step"|"run"|"worker"|"schedule", key, seq, {value, context, status}]`
+ *   (`schedule` rows since format 4)
  * - `["stepTasks", stepKey, [taskKey...]]`
  * - `["stepIndex", stepKey, counts, [taskKey...], [order...], [fresh...], [returned...], [[tag, n]...]]`
  *   (the `order` Map as its keys and its values, side by side)
@@ -37,15 +38,16 @@ import type { Snap } from '../../../actors/transitioner.js';
  * (creation order of steps and tasks), so a restored projection iterates exactly like a
  * folded one.
  */
-export const SNAPSHOT_FORMAT = 3;
+export const SNAPSHOT_FORMAT = 4;
 
 /**
  * Formats this build still reads: an upgrade after retention purged events must still read
  * the snapshot that holds them. Format 1 differs from 2 only in its stepIndex row (the order
  * map as `[[taskKey, order]...]`); format 2 from 3 in having no expired runs (no `expiredRun`
- * rows, no `expiredRuns` count in the header).
+ * rows, no `expiredRuns` count in the header); format 3 from 4 in having no schedules (no
+ * `schedule` rows, no `schedules` count).
  */
-export const READABLE_FORMATS: readonly number[] = [1, 2, 3];
+export const READABLE_FORMATS: readonly number[] = [1, 2, 3, 4];
 
 export interface SnapshotHeader {
   format: 'sonar-projection';
@@ -65,8 +67,15 @@ export interface SnapshotHeader {
   stream: { name: string; created: string };
   writtenAt: string;
   by: string;
-  /** `expiredRuns` since format 3. */
-  counts: { tasks: number; steps: number; runs: number; workers: number; expiredRuns?: number };
+  /** `expiredRuns` since format 3, `schedules` since format 4. */
+  counts: {
+    tasks: number;
+    steps: number;
+    runs: number;
+    workers: number;
+    expiredRuns?: number;
+    schedules?: number;
+  };
 }
 
 /**
@@ -79,6 +88,7 @@ export const PROJECTION_FIELDS = [
   'steps',
   'runs',
   'workers',
+  'schedules',
   'stepTasks',
   'tasksByState',
   'stepIndex',
@@ -90,7 +100,13 @@ export const PROJECTION_FIELDS = [
   'lastSeq',
 ] as const;
 
-const AGGREGATE_ROWS = { task: 'tasks', step: 'steps', run: 'runs', worker: 'workers' } as const;
+const AGGREGATE_ROWS = {
+  task: 'tasks',
+  step: 'steps',
+  run: 'runs',
+  worker: 'workers',
+  schedule: 'schedules',
+} as const;
 type AggregateRow = keyof typeof AGGREGATE_ROWS;
 
 /** A point-in-time copy of a projection, cheap to take, encoded later (see captureProjection). */
@@ -171,6 +187,7 @@ export function captureProjection(
         runs: p.runs.size,
         workers: p.workers.size,
         expiredRuns: p.expiredRuns.size,
+        schedules: p.schedules.size,
       },
     },
     aggregates,
@@ -287,6 +304,7 @@ export class SnapshotDecoder {
       runs: p.runs.size,
       workers: p.workers.size,
       ...(h.version >= 3 && { expiredRuns: p.expiredRuns.size }),
+      ...(h.version >= 4 && { schedules: p.schedules.size }),
     };
     if (JSON.stringify(sizes) !== JSON.stringify(h.counts)) {
       throw corrupt(`counts ${JSON.stringify(sizes)} differ from the header's`);
@@ -340,7 +358,8 @@ export class SnapshotDecoder {
       case 'task':
       case 'step':
       case 'run':
-      case 'worker': {
+      case 'worker':
+      case 'schedule': {
         if (typeof a !== 'string' || !isNumber(b)) throw corrupt(`a ${tag} row is malformed`);
         const snap = snapOf(c, tag);
         const table = p[AGGREGATE_ROWS[tag]] as Map<string, Aggregate<Snap<unknown>>>;

@@ -42,6 +42,7 @@ import type { Projection } from '../../../actors/projection.js';
 import { runMachine } from '../../../actors/run/run.machine.js';
 import { stepMachine } from '../../../actors/step/step.machine.js';
 import { initialTaskContext, taskMachine } from '../../../actors/task/task.machine.js';
+import { scheduleMachine } from '../../../actors/schedule/schedule.machine.js';
 import { workerMachine } from '../../../actors/worker/worker.machine.js';
 import type { Names } from '../../../streams/names.js';
 import type { Logger } from '../../log.js';
@@ -120,7 +121,7 @@ export function snapshotFingerprint(): string {
     return `${String(v)}${assignment === undefined ? '' : JSON.stringify(assignment, replacer)}`;
   };
   const h = createHash('sha256').update(`format ${SNAPSHOT_FORMAT}\n`);
-  for (const m of [taskMachine, stepMachine, runMachine, workerMachine]) {
+  for (const m of [taskMachine, stepMachine, runMachine, workerMachine, scheduleMachine]) {
     h.update(JSON.stringify(m.config, replacer) ?? '');
     h.update(JSON.stringify(m.implementations, replacer) ?? '');
   }

@@ -27,6 +27,7 @@ export function apiRoutes(router: Router, deps: ApiDeps): void {
     .get('/api/runs', ({ res, url }) =>
       sendJson(res, 200, { runs: data.runs(limitParam(url.searchParams, 'limit', 200, 10_000)) }),
     )
+    .get('/api/schedules', ({ res }) => sendJson(res, 200, { schedules: data.schedules() }))
     .get('/api/runs/:runId', async ({ res, url, params }) => {
       const runId = idParam('runId', params['runId']);
       const run = await data.run(runId, limitParam(url.searchParams, 'tasks', 100, 10_000));

@@ -14,6 +14,8 @@ import type { RunDetail, RunSummary } from './views/runs-view.js';
 import { buildTaskView } from './views/task-view.js';
 import type { TaskView } from './views/task-view.js';
 import { lastLogChunk } from '../../storage/task-logs.js';
+import { listSchedules } from '../../schedules/schedule-info.js';
+import type { ScheduleInfo } from '../../schedules/schedule-info.js';
 import { ProgressStore } from '../../storage/task-progress.js';
 import type { TaskProgress } from '../../storage/task-progress.js';
 
@@ -64,6 +66,11 @@ export class DashboardData {
 
   static async open(ctx: BackendContext, admin: PoisonedAdmin): Promise<DashboardData> {
     return new DashboardData(ctx, await new Kvm(ctx.nc).open(ctx.names.buckets.locks), admin);
+  }
+
+  /** Every schedule not deleted, with its next due time and last runs. */
+  schedules(): ScheduleInfo[] {
+    return listSchedules(this.ctx.loop.projection, this.ctx.now());
   }
 
   async overview(): Promise<OverviewView> {

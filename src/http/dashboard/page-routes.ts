@@ -16,6 +16,7 @@ import { overviewMain } from './pages/overview-page.js';
 import { poisonedMain } from './pages/poisoned-page.js';
 import { runMain } from './pages/run-page.js';
 import { runsMain } from './pages/runs-page.js';
+import { schedulesMain } from './pages/schedules-page.js';
 import { taskMain } from './pages/task-page.js';
 import { filterParams, idParam } from './params.js';
 import type { RouteContext, Router } from './router.js';
@@ -90,6 +91,10 @@ export function pageRoutes(router: Router, deps: PageDeps): void {
     .get('/runs', (rc) => {
       const stream = streamUrl({ mode: 'changes' });
       page(rc, { page: 'runs', title: 'Runs', stream }, runsMain(data.runs(200)));
+    })
+    .get('/schedules', (rc) => {
+      const stream = streamUrl({ mode: 'changes' });
+      page(rc, { page: 'schedules', title: 'Schedules', stream }, schedulesMain(data.schedules()));
     })
     .get('/runs/:runId', async (rc) => {
       const runId = idParam('runId', rc.params['runId']);

@@ -6,6 +6,7 @@ import { cancelHandlers } from './cancel-handler.js';
 import { enrollmentHandlers } from './enrollment-handlers.js';
 import { poisonedHandlers } from './poisoned-handlers.js';
 import { progressLogHandlers } from './progress-log-handlers.js';
+import { scheduleHandlers } from './schedule-handlers.js';
 import { sweepHandlers } from './sweep-handler.js';
 import { submitHandlers } from './submit-handlers.js';
 import { workerHandlers } from './worker-handlers.js';
@@ -45,5 +46,6 @@ export function apiHandlers(ctx: BackendContext): Handlers {
     ...poisonedHandlers(ctx),
     ...sweepHandlers(ctx),
     ...progressLogHandlers(ctx),
+    ...scheduleHandlers(ctx),
   });
 }

@@ -1,7 +1,8 @@
 import { html } from '../html.js';
 import type { Html } from '../html.js';
 
-export type PageName = 'overview' | 'runs' | 'run' | 'task' | 'events' | 'poisoned' | 'login';
+export type PageName =
+  'overview' | 'runs' | 'run' | 'task' | 'events' | 'poisoned' | 'schedules' | 'login';
 
 export interface PageOptions {
   page: PageName;
@@ -21,6 +22,7 @@ export interface PageOptions {
 const NAV: { page: PageName; href: string; label: string }[] = [
   { page: 'overview', href: '/', label: 'Overview' },
   { page: 'runs', href: '/runs', label: 'Runs' },
+  { page: 'schedules', href: '/schedules', label: 'Schedules' },
   { page: 'events', href: '/events', label: 'Events' },
   { page: 'poisoned', href: '/poisoned', label: 'Poisoned' },
 ];

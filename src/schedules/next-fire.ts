@@ -1,0 +1,78 @@
+/**
+ * What a schedule's next `ScheduleFired` should be at `now`: a pure function of the schedule,
+ * the time and whether its last run is still going. The backend's firer appends what it
+ * says; the tests drive it with any `now`.
+ *
+ * @module
+ */
+import type { Projection } from '../../actors/projection.js';
+import type { FireSkip } from '../../actors/schedule/schedule.events.js';
+import type { ScheduleContext } from '../../actors/schedule/schedule.machine.js';
+import { scheduledRunId } from '../../actors/schedule/schedule-run-ids.js';
+import type { DueTimes } from './due-times.js';
+
+/** The data of the `ScheduleFired` to append (a due or catch-up fire). */
+export interface FireDecision {
+  dueAt: string;
+  runId: string;
+  trigger: 'due' | 'catch-up';
+  skipped?: FireSkip;
+  missed: number;
+}
+
+/**
+ * Whether a run a schedule submitted still counts as going, for `overlap: skip`: Running, or
+ * not yet whole in the log (its submit is under way, or was cut short and is being finished).
+ * A run that ended, or expired since, does not.
+ */
+export function isRunOpen(p: Projection, runId: string): boolean {
+  if (p.activeRuns.has(runId)) return true;
+  return !p.runs.has(runId) && !p.expiredRuns.has(runId);
+}
+
+/**
+ * The next fire of an Active schedule at `now`, or null when none is due. One at a time: the
+ * firer appends it and asks again, so each judgement sees the fire before it.
+ *
+ * - A due time is *missed* once more than `missedAfterMs` has passed since it came (the fleet
+ *   was down, or had no leader for that long). Missed due times follow `catchUp`:
+ *   `none` passes over them all with one skipped fire at the latest, `last` runs only the
+ *   latest, `all` runs the latest `catchUpLimit` of them, oldest first. Each such fire says in
+ *   `missed` how many due times before it got no run.
+ * - A due time not yet missed fires as `due`, oldest first: a failover shorter than
+ *   `missedAfterMs` neither skips one nor fires one twice (the machine refuses any due time at
+ *   or before the cursor).
+ * - `overlap: skip` turns a fire into a skipped one while the schedule's last run is open.
+ */
+export function nextFire(
+  s: ScheduleContext,
+  now: number,
+  due: DueTimes,
+  lastRunOpen: boolean,
+): FireDecision | null {
+  const cursor = Date.parse(s.cursor);
+  // Missed: now - dueAt > missedAfterMs, in whole milliseconds.
+  const missedUntil = Math.min(now, now - s.missedAfterMs - 1);
+  const missed = due.between(cursor, missedUntil, s.catchUpLimit);
+  let decision: Omit<FireDecision, 'runId' | 'dueAt'> & { at: number };
+  if (missed.count > 0) {
+    const latest = missed.latest[missed.latest.length - 1]!;
+    if (s.catchUp === 'none') {
+      decision = { at: latest, trigger: 'catch-up', skipped: 'catch-up', missed: missed.count - 1 };
+    } else if (s.catchUp === 'last') {
+      decision = { at: latest, trigger: 'catch-up', missed: missed.count - 1 };
+    } else {
+      const oldest = missed.latest[0]!;
+      decision = { at: oldest, trigger: 'catch-up', missed: missed.count - missed.latest.length };
+    }
+  } else {
+    const next = due.next(cursor);
+    if (next === null || next > now) return null;
+    decision = { at: next, trigger: 'due', missed: 0 };
+  }
+  if (decision.skipped === undefined && s.overlap === 'skip' && lastRunOpen) {
+    decision.skipped = 'overlap';
+  }
+  const { at, ...rest } = decision;
+  return { dueAt: new Date(at).toISOString(), runId: scheduledRunId(s.name, at), ...rest };
+}
