@@ -206,6 +206,7 @@ describe('retention evicts what it purged', () => {
       runs: 1,
       workers: 1,
       expiredRuns: 1,
+      schedules: 0,
     });
     const restarted = await world(n.prefix);
     expect(dumpProjection(restarted.ctx.loop.projection)).toStrictEqual(dumpProjection(live));
