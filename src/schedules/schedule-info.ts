@@ -39,6 +39,19 @@ export interface ScheduleInfo {
   pausedAt: string | null;
 }
 
+/**
+ * The next due time, or null. A schedule stored by a backend whose time zone data this one
+ * lacks has none here: it is listed all the same (the firer logs it by name).
+ */
+function nextDueAt(c: ScheduleSnapshot['context'], after: number): string | null {
+  try {
+    const at = dueTimesOf(c).next(after);
+    return at === null ? null : new Date(at).toISOString();
+  } catch (_err: unknown) {
+    return null;
+  }
+}
+
 function runStateOf(p: Projection, fire: ScheduleFire): string | null {
   if (fire.skipped !== null) return null;
   const run = p.runs.get(fire.runId);
@@ -56,8 +69,7 @@ export function scheduleInfo(
   const fire = (f: ScheduleFire): FireInfo => ({ ...f, runState: runStateOf(p, f) });
   let next: string | null = null;
   if (snapshot.value === 'Active') {
-    const at = dueTimesOf(c).next(Math.max(now, Date.parse(c.cursor)));
-    next = at === null ? null : new Date(at).toISOString();
+    next = nextDueAt(c, Math.max(now, Date.parse(c.cursor)));
   }
   return {
     name: c.name,
