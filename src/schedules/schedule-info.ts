@@ -5,7 +5,7 @@
  * @module
  */
 import type { Aggregate, Projection, ScheduleSnapshot } from '../../actors/projection.js';
-import type { ScheduleFire } from '../../actors/schedule/schedule.machine.js';
+import type { RefusedRun, ScheduleFire } from '../../actors/schedule/schedule.machine.js';
 import { dueTimesOf } from './due-times.js';
 
 /** A fire as listed: the run's state, when it has one. */
@@ -36,6 +36,9 @@ export interface ScheduleInfo {
   recent: FireInfo[];
   fires: number;
   runs: number;
+  /** Fired runs the backend refused for good (`ScheduleRunRefused`), and the latest. */
+  refusedRuns: number;
+  lastRefused: RefusedRun | null;
   pausedAt: string | null;
 }
 
@@ -87,6 +90,9 @@ export function scheduleInfo(
     recent: c.recent.map(fire).reverse(),
     fires: c.fires,
     runs: c.runs,
+    // Absent from a context an older build's snapshot restored.
+    refusedRuns: (c as Partial<typeof c>).refusedRuns ?? 0,
+    lastRefused: (c as Partial<typeof c>).lastRefused ?? null,
     pausedAt: c.pausedAt,
   };
 }
