@@ -15,7 +15,8 @@ import type { TestBackend } from '../helpers/test-backend.js';
 /**
  * Scheduled runs whose submit is refused for longer than the fires a schedule shows
  * (`overloaded`: the open tasks are at SONAR_MAX_OPEN_TASKS), then admitted: every fired run
- * ends up submitted, or skipped by its policy, and the schedules keep firing. No workers:
+ * ends up submitted, or skipped by its policy, and the schedules keep firing; a run refused
+ * for good (a template over this leader's SONAR_MAX_INPUT) is recorded once. No workers:
  * runs stay Running.
  */
 const nats = serverPerFile();
@@ -31,7 +32,12 @@ beforeAll(async () => {
   tb = await startBackend({
     url: nats.server.url,
     nc: nats.nc,
-    env: { SONAR_TICK: '200ms', SONAR_LOCK_TTL: '2s', SONAR_MAX_OPEN_TASKS: String(MAX_OPEN) },
+    env: {
+      SONAR_TICK: '200ms',
+      SONAR_LOCK_TTL: '2s',
+      SONAR_MAX_OPEN_TASKS: String(MAX_OPEN),
+      SONAR_MAX_INPUT: '1KiB',
+    },
     components: [reconcilerLoop(), scheduleFirer({ checkMs: 100 })],
     log,
   });
@@ -107,4 +113,42 @@ describe('scheduled runs refused for more fires than a schedule shows', () => {
     await api.request('schedule.delete', { name: 'skipper' });
     await api.request('schedule.delete', { name: 'allower' });
   }, 120_000);
+
+  it('a run refused for good is recorded once, and overlap skip fires runs again', async () => {
+    // Created by a backend with a larger SONAR_MAX_INPUT: this leader refuses its runs.
+    const big = {
+      steps: [
+        { id: 's1', tags: ['nowhere'], tasks: [{ id: 't1', input: { pad: 'x'.repeat(2048) } }] },
+      ],
+    };
+    await tb.ctx.store.append(
+      tb.ctx.names.subjects.schedule('toobig'),
+      {
+        id: 'create.toobig',
+        type: 'ScheduleCreated',
+        data: { name: 'toobig', everyMs: 1000, run: big },
+      },
+      { expectedSeq: 0 },
+    );
+    const refusals = await eventually(
+      async () => {
+        const r = await eventsOf<ScheduleRunRefused['data']>('toobig', 'ScheduleRunRefused');
+        return r.length >= 2 && r;
+      },
+      { timeoutMs: 15_000, message: 'two runs refused for good' },
+    );
+    expect(refusals[0]).toMatchObject({ code: 'validation' });
+    expect(new Set(refusals.map((r) => r.runId)).size).toBe(refusals.length);
+    const fired = (await firesOf('toobig')).filter((f) => f.skipped === undefined);
+    expect(fired.length).toBeGreaterThanOrEqual(2); // not stuck skipping behind a refused run
+    const info = (
+      await api.request<'schedule.list', { schedules: ScheduleInfo[] }>('schedule.list', {
+        name: 'toobig',
+      })
+    ).schedules[0]!;
+    expect(info.refusedRuns).toBeGreaterThanOrEqual(2);
+    expect(info.lastRefused).toMatchObject({ code: 'validation' });
+    expect(lines.some((l) => l.msg === 'scheduled run refused for good')).toBe(true);
+    await api.request('schedule.delete', { name: 'toobig' });
+  });
 });
