@@ -75,8 +75,14 @@ export class RunSubmitter {
         const message = (err as Error).message.slice(0, 1024);
         return { kind: 'refused', code, message };
       }
+      // Warn once per run: an outage of an hour must not log every retry of every owed run.
+      const again = this.failedAt.has(runId);
       this.failedAt.set(runId, this.ctx.now());
-      this.log.warn('scheduled run not submitted yet', { schedule: s.name, runId, err });
+      this.log[again ? 'debug' : 'warn']('scheduled run not submitted yet', {
+        schedule: s.name,
+        runId,
+        err,
+      });
       return { kind: 'failed' };
     }
   }

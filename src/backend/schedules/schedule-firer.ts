@@ -4,6 +4,7 @@ import { dueTimesOf } from '../../schedules/due-times.js';
 import type { DueTimes } from '../../schedules/due-times.js';
 import { isOwedFull, isRunOpen, nextFire, owedRuns } from '../../schedules/next-fire.js';
 import { ErrorCode, isSonarError } from '../../../actors/errors.js';
+import { runIdsOf } from '../../../actors/schedule/schedule.machine.js';
 import type { ScheduleContext } from '../../../actors/schedule/schedule.machine.js';
 import type { Logger } from '../../log.js';
 import type { Component } from '../backend.js';
@@ -143,7 +144,7 @@ export class ScheduleFirer implements Component {
         budget -= await this.fireDue(name, Math.min(budget, MAX_FIRES_PER_CHECK));
       } catch (err: unknown) {
         this.stats.failures++;
-        this.warn(name, 'schedule not fired', err);
+        this.warn(name, 'schedule not fired', { err });
       }
     }
   }
@@ -172,7 +173,14 @@ export class ScheduleFirer implements Component {
         lastRunOpen: s.lastRun !== null && isRunOpen(p, s, s.lastRun.runId),
         owedFull: isOwedFull(p, s),
       });
-      if (fire === null) return n;
+      if (fire === null) {
+        if (isOwedFull(p, s)) {
+          this.warn(name, 'schedule holds its fires: its oldest kept run is not submitted yet', {
+            runId: runIdsOf(s)[0],
+          });
+        }
+        return n;
+      }
       const outcome = await writeFire(this.ctx, name, entry.seq, fire);
       if (outcome !== 'written') {
         this.stats.lostRaces++;
@@ -212,16 +220,16 @@ export class ScheduleFirer implements Component {
     } catch (err: unknown) {
       // Deleted meanwhile, or recorded by another leader: nothing more to do.
       if (isSonarError(err, ErrorCode.IllegalTransition)) return;
-      this.warn(schedule, 'run refusal not recorded', err);
+      this.warn(schedule, 'run refusal not recorded', { err });
     }
   }
 
   /** Logs a schedule's failure, at most once a minute per schedule. */
-  private warn(schedule: string, msg: string, err: unknown): void {
+  private warn(schedule: string, msg: string, meta: Record<string, unknown>): void {
     const now = this.ctx.now();
     if (now - (this.warnedAt.get(schedule) ?? -Infinity) < WARN_EVERY_MS) return;
     this.warnedAt.set(schedule, now);
-    this.log.warn(msg, { schedule, err });
+    this.log.warn(msg, { schedule, ...meta });
   }
 
   /** Parsed once per schedule: a spec never changes after `ScheduleCreated`. */
