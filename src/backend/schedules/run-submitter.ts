@@ -50,9 +50,9 @@ export class RunSubmitter {
     return last !== undefined && this.ctx.now() - last < RETRY_AFTER_MS;
   }
 
-  /** Forgets a run's failures (it is in the log now, or given up). */
-  forget(runId: string): void {
-    this.failedAt.delete(runId);
+  /** Forgets the failures of every run not in `owed` (submitted since, by any backend). */
+  retainOnly(owed: ReadonlySet<string>): void {
+    for (const runId of this.failedAt.keys()) if (!owed.has(runId)) this.failedAt.delete(runId);
   }
 
   /** Submits one fired run; true when it is whole now (false: logged, to be tried again). */

@@ -152,13 +152,17 @@ export class ScheduleFirer implements Component {
   /** Queues every run a schedule fired that the log does not hold, and may be tried now. */
   private sweep(): void {
     const p = this.ctx.loop.projection;
+    const owed = new Set<string>();
     for (const [name, entry] of p.schedules) {
       for (const runId of owedRuns(p, entry.snapshot.context)) {
-        if (this.queue.full) return; // the next sweep goes on
-        if (this.givenUp.has(runId) || this.submitter!.isWaiting(runId)) continue;
+        owed.add(runId);
+        if (this.queue.full || this.givenUp.has(runId) || this.submitter!.isWaiting(runId)) {
+          continue; // a full queue: the next sweep goes on
+        }
         this.queue.offer({ schedule: name, runId });
       }
     }
+    this.submitter!.retainOnly(owed);
   }
 
   /** Fires what is due of one schedule, one `ScheduleFired` at a time; says how many. */
