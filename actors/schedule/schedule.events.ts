@@ -30,7 +30,7 @@ export type FireSkip = (typeof FIRE_SKIPS)[number];
 export const MAX_CATCH_UP_LIMIT = 100;
 
 /**
- * The longest `missedAfterMs` a new schedule may have (one day). Past it a fleet that was down
+ * The longest `missedAfterMs` a new schedule may have. Past it a fleet that was down
  * would fire every due time of the downtime as if on time, bypassing the catch-up policy.
  * A schedule stored with a larger value (before the bound) is read with this one.
  */

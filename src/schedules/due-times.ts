@@ -38,9 +38,9 @@ export interface DueTimes {
 }
 
 /**
- * A cron window's due times are counted one by one (each step of the parser costs some tens
- * of microseconds in a time zone), so the count stops here: it only says how many a catch-up
- * passed over, and this bounds the CPU one judgement spends, whatever the window.
+ * A cron window's due times are counted one by one, each a step of the parser (luxon time
+ * zone arithmetic), so the count stops here: it only says how many a catch-up passed over, and
+ * this bounds the CPU one judgement spends, whatever the window.
  */
 export const MAX_COUNTED = 200;
 

@@ -80,7 +80,7 @@ export interface FireContext {
  * - `overlap: skip` turns a fire into a skipped one while the schedule's last run is open.
  * - A fire that would submit a run waits (null) while `owedFull`.
  * - `missedAfterMs` is read clamped to {@link MAX_MISSED_AFTER_MS}, so the due times one
- *   judgement walks are bounded by a day, whatever a stored schedule says.
+ *   judgement walks are bounded, whatever a stored schedule says.
  */
 export function nextFire(
   s: ScheduleContext,

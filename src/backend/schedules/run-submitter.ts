@@ -75,7 +75,7 @@ export class RunSubmitter {
         const message = (err as Error).message.slice(0, 1024);
         return { kind: 'refused', code, message };
       }
-      // Warn once per run: an outage of an hour must not log every retry of every owed run.
+      // Warn once per run: a long outage must not log every retry of every owed run.
       const again = this.failedAt.has(runId);
       this.failedAt.set(runId, this.ctx.now());
       this.log[again ? 'debug' : 'warn']('scheduled run not submitted yet', {

@@ -228,7 +228,7 @@ export class ScheduleFirer implements Component {
     }
   }
 
-  /** Logs a schedule's failure, at most once a minute per schedule. */
+  /** Logs a schedule's failure, at most once per {@link WARN_EVERY_MS} per schedule. */
   private warn(schedule: string, msg: string, meta: Record<string, unknown>): void {
     const now = this.ctx.now();
     if (now - (this.warnedAt.get(schedule) ?? -Infinity) < WARN_EVERY_MS) return;
