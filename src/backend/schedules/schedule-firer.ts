@@ -173,12 +173,12 @@ export class ScheduleFirer implements Component {
       const entry = p.schedules.get(name);
       if (!entry || entry.snapshot.value !== 'Active') return n;
       const s = entry.snapshot.context;
-      const fire = nextFire(s, this.ctx.now(), this.dueTimesOf(s), {
-        lastRunOpen: s.lastRun !== null && isRunOpen(p, s, s.lastRun.runId),
-        owedFull: isOwedFull(p, s),
-      });
+      const now = this.ctx.now();
+      const lastRunOpen = s.lastRun !== null && isRunOpen(p, s, s.lastRun.runId);
+      const owedFull = isOwedFull(p, s);
+      const fire = nextFire(s, now, this.dueTimesOf(s), { lastRunOpen, owedFull });
       if (fire === null) {
-        if (isOwedFull(p, s)) {
+        if (owedFull && nextFire(s, now, this.dueTimesOf(s), { lastRunOpen }) !== null) {
           this.warn(name, 'schedule holds its fires: its oldest kept run is not submitted yet', {
             runId: runIdsOf(s)[0],
           });
