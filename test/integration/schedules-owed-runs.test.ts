@@ -68,6 +68,12 @@ describe('scheduled runs refused for more fires than a schedule shows', () => {
     await client.submit({ runId: 'blocker', steps: [{ id: 's1', tags: ['nowhere'], tasks }] });
     await create({ name: 'skipper', everyMs: 1000 });
     await create({ name: 'allower', everyMs: 1000, overlap: 'allow' });
+    await create({ name: 'leaver', everyMs: 1000, overlap: 'allow' });
+    // Deleted while its runs are refused: the runs it fired are still owed.
+    await eventually(async () => (await firesOf('leaver')).length >= 3, { timeoutMs: 15_000 });
+    await api.request('schedule.delete', { name: 'leaver' });
+    const owedByLeaver = (await firesOf('leaver')).filter((f) => f.skipped === undefined);
+    expect(owedByLeaver.some((f) => p().runs.has(f.runId))).toBe(false);
 
     // More than the 10 fires a schedule lists come and go while refused.
     await eventually(
@@ -92,6 +98,11 @@ describe('scheduled runs refused for more fires than a schedule shows', () => {
     await eventually(() => owedByAllower.every((f) => p().runs.has(f.runId)), {
       timeoutMs: 30_000,
       message: 'every run allower fired while refused is submitted',
+    });
+
+    await eventually(() => owedByLeaver.every((f) => p().runs.has(f.runId)), {
+      timeoutMs: 30_000,
+      message: 'every run the deleted schedule fired is submitted',
     });
 
     // The skipping schedule is not stuck: once its run ends, a later fire runs again.
