@@ -30,6 +30,20 @@ export type FireSkip = (typeof FIRE_SKIPS)[number];
 export const MAX_CATCH_UP_LIMIT = 100;
 
 /**
+ * The longest `missedAfterMs` a new schedule may have. Past it a fleet that was down
+ * would fire every due time of the downtime as if on time, bypassing the catch-up policy.
+ * A schedule stored with a larger value (before the bound) is read with this one.
+ */
+export const MAX_MISSED_AFTER_MS = 86_400_000;
+
+/**
+ * Error codes of a submit that no retry changes (the template or the run id is refused): the
+ * fire's run is given up with a `ScheduleRunRefused`.
+ */
+export const PERMANENT_REFUSALS = ['validation', 'conflict', 'illegal_transition'] as const;
+export type PermanentRefusal = (typeof PERMANENT_REFUSALS)[number];
+
+/**
  * The run a schedule submits at each due time: a run file without its `runId`, which each
  * fire sets. Checked against the run-file schema by the backend when the schedule is
  * created (src/schedules/); here only its outline, so that a fold never depends on src/.
@@ -51,7 +65,11 @@ export const scheduleEventData = {
       overlap: z.enum(OVERLAP_POLICIES).default('skip'),
       catchUp: z.enum(CATCH_UP_POLICIES).default('last'),
       catchUpLimit: z.number().int().min(1).max(MAX_CATCH_UP_LIMIT).default(10),
-      /** A due time seen later than this after it came is missed (catch-up decides). */
+      /**
+       * A due time seen later than this after it came is missed (catch-up decides). Not
+       * bounded here, so that a schedule stored before {@link MAX_MISSED_AFTER_MS} still folds:
+       * the firer reads it clamped.
+       */
       missedAfterMs: z.number().int().min(1000).default(60_000),
     })
     .refine((d) => (d.cron === undefined) !== (d.everyMs === undefined), {
@@ -70,6 +88,15 @@ export const scheduleEventData = {
     /** Due times before `dueAt` that this event passes over with no run (catch-up). */
     missed: z.number().int().min(0).default(0),
   }),
+  /**
+   * A fired run that the backend refused for good (`code` one of {@link PERMANENT_REFUSALS}):
+   * it is not submitted again, and no longer counts as going for `overlap: skip`.
+   */
+  ScheduleRunRefused: z.object({
+    runId: id,
+    code: z.enum(PERMANENT_REFUSALS),
+    message: z.string().max(1024),
+  }),
   SchedulePaused: z.object({ by: z.string().max(256).optional() }),
   ScheduleResumed: z.object({ by: z.string().max(256).optional() }),
   ScheduleDeleted: z.object({ by: z.string().max(256).optional() }),
@@ -79,11 +106,17 @@ type Data = { [K in keyof typeof scheduleEventData]: z.output<(typeof scheduleEv
 
 export type ScheduleCreated = Stored<'ScheduleCreated', Data['ScheduleCreated']>;
 export type ScheduleFired = Stored<'ScheduleFired', Data['ScheduleFired']>;
+export type ScheduleRunRefused = Stored<'ScheduleRunRefused', Data['ScheduleRunRefused']>;
 export type SchedulePaused = Stored<'SchedulePaused', Data['SchedulePaused']>;
 export type ScheduleResumed = Stored<'ScheduleResumed', Data['ScheduleResumed']>;
 export type ScheduleDeleted = Stored<'ScheduleDeleted', Data['ScheduleDeleted']>;
 
 export type ScheduleEvent =
-  ScheduleCreated | ScheduleFired | SchedulePaused | ScheduleResumed | ScheduleDeleted;
+  | ScheduleCreated
+  | ScheduleFired
+  | ScheduleRunRefused
+  | SchedulePaused
+  | ScheduleResumed
+  | ScheduleDeleted;
 
 export type RunTemplate = Data['ScheduleCreated']['run'];

@@ -8,6 +8,7 @@ import type {
   ScheduleCreated,
   ScheduleEvent,
   ScheduleFired,
+  ScheduleRunRefused,
 } from './schedule.events.js';
 
 /** One handled due time, as the schedule remembers it. */
@@ -21,8 +22,24 @@ export interface ScheduleFire {
   at: string;
 }
 
-/** The fires a schedule keeps (latest last): for `list`, the dashboard and finishing submits. */
+/** The fires a schedule keeps (latest last): for `list` and the dashboard. */
 export const RECENT_FIRES = 10;
+
+/**
+ * The run ids a schedule keeps of the fires that submitted a run: the ones whose submit the
+ * backend finishes when the log does not hold the run whole. The firer never makes a fire
+ * that would push out one not yet whole (src/schedules/next-fire.ts), so none is lost.
+ */
+export const RUN_IDS_KEPT = 100;
+
+/** A fired run refused for good by the submit (`ScheduleRunRefused`). */
+export interface RefusedRun {
+  runId: string;
+  code: string;
+  message: string;
+  /** Server time of the `ScheduleRunRefused` event. */
+  at: string;
+}
 
 export interface ScheduleContext {
   name: string;
@@ -43,6 +60,15 @@ export interface ScheduleContext {
   /** The last fire that submitted a run (the one `overlap: skip` waits for). */
   lastRun: ScheduleFire | null;
   recent: ScheduleFire[];
+  /**
+   * Run ids of the latest {@link RUN_IDS_KEPT} fires that submitted a run, oldest first, less
+   * those refused for good: each one the log does not hold is owed a submit. Absent from a
+   * context an older build's snapshot holds: read it with {@link runIdsOf}.
+   */
+  runIds: string[];
+  /** `ScheduleRunRefused` events, and the latest. */
+  refusedRuns: number;
+  lastRefused: RefusedRun | null;
   /** `ScheduleFired` events, and how many of them submitted a run. */
   fires: number;
   runs: number;
@@ -51,6 +77,9 @@ export interface ScheduleContext {
 }
 
 export type ScheduleState = 'Active' | 'Paused' | 'Deleted';
+
+/** A context's run ids (none in one restored from an older build's snapshot). */
+export const runIdsOf = (c: Partial<Pick<ScheduleContext, 'runIds'>>): string[] => c.runIds ?? [];
 
 const later = (a: string, b: string): string => (Date.parse(a) >= Date.parse(b) ? a : b);
 
@@ -63,7 +92,9 @@ const later = (a: string, b: string): string => (Date.parse(a) >= Date.parse(b) 
  * fire of the same time is refused even by a writer that lost no race. The due times
  * themselves are computed outside (src/schedules/), by a function of the time it is given.
  * Resuming moves the cursor to the resume's server time: due times that came while paused
- * are not run later.
+ * are not run later. `ScheduleRunRefused` (Active or Paused) gives up one fired run that a
+ * submit refused for good; a Deleted schedule takes no event, so the backend only logs such a
+ * refusal of its runs.
  */
 export const scheduleMachine = setup({
   types: {
@@ -80,6 +111,8 @@ export const scheduleMachine = setup({
       const { data } = event as ScheduleFired;
       return data.trigger === 'manual' && !context.recent.some((f) => f.runId === data.runId);
     },
+    isOwedRun: ({ context, event }) =>
+      runIdsOf(context).includes((event as ScheduleRunRefused).data.runId),
   },
   actions: {
     recordFire: assign(({ context, event }) => {
@@ -97,8 +130,19 @@ export const scheduleMachine = setup({
         cursor: data.trigger === 'manual' ? context.cursor : later(data.dueAt, context.cursor),
         lastRun: submitted ? fire : context.lastRun,
         recent: [...context.recent, fire].slice(-RECENT_FIRES),
+        runIds: submitted
+          ? [...runIdsOf(context), fire.runId].slice(-RUN_IDS_KEPT)
+          : runIdsOf(context),
         fires: context.fires + 1,
         runs: context.runs + (submitted ? 1 : 0),
+      };
+    }),
+    recordRefusal: assign(({ context, event }) => {
+      const { data, time } = event as ScheduleRunRefused;
+      return {
+        runIds: runIdsOf(context).filter((r) => r !== data.runId),
+        refusedRuns: ((context as Partial<ScheduleContext>).refusedRuns ?? 0) + 1,
+        lastRefused: { runId: data.runId, code: data.code, message: data.message, at: time },
       };
     }),
     remove: assign(({ event }) => ({ deletedAt: event.time })),
@@ -119,6 +163,9 @@ export const scheduleMachine = setup({
     cursor: input.time,
     lastRun: null,
     recent: [],
+    runIds: [],
+    refusedRuns: 0,
+    lastRefused: null,
     fires: 0,
     runs: 0,
     pausedAt: null,
@@ -132,6 +179,7 @@ export const scheduleMachine = setup({
           { guard: 'isAfterCursor', actions: 'recordFire' },
           { guard: 'isNewManualRun', actions: 'recordFire' },
         ],
+        ScheduleRunRefused: { guard: 'isOwedRun', actions: 'recordRefusal' },
         SchedulePaused: {
           target: 'Paused',
           actions: assign(({ event }) => ({ pausedAt: event.time })),
@@ -142,6 +190,7 @@ export const scheduleMachine = setup({
     Paused: {
       on: {
         ScheduleFired: { guard: 'isNewManualRun', actions: 'recordFire' },
+        ScheduleRunRefused: { guard: 'isOwedRun', actions: 'recordRefusal' },
         ScheduleResumed: {
           target: 'Active',
           actions: assign(({ context, event }) => ({

@@ -6,7 +6,9 @@
  * @module
  */
 import type { Projection } from '../../actors/projection.js';
+import { MAX_MISSED_AFTER_MS } from '../../actors/schedule/schedule.events.js';
 import type { FireSkip } from '../../actors/schedule/schedule.events.js';
+import { RUN_IDS_KEPT, runIdsOf } from '../../actors/schedule/schedule.machine.js';
 import type { ScheduleContext } from '../../actors/schedule/schedule.machine.js';
 import { scheduledRunId } from '../../actors/schedule/schedule-run-ids.js';
 import type { DueTimes } from './due-times.js';
@@ -20,14 +22,47 @@ export interface FireDecision {
   missed: number;
 }
 
+/** Whether the log holds a run: going, ended, or expired since. */
+export const isRunInLog = (p: Projection, runId: string): boolean =>
+  p.runs.has(runId) || p.expiredRuns.has(runId);
+
+/**
+ * The runs a schedule fired that the log does not hold, oldest first: each is owed a submit,
+ * tried again until the run exists or the backend refuses it for good (`ScheduleRunRefused`).
+ */
+export const owedRuns = (p: Projection, s: ScheduleContext): string[] =>
+  runIdsOf(s).filter((runId) => !isRunInLog(p, runId));
+
+/**
+ * Whether a fire that submits a run would push a run still owed out of the schedule's
+ * `runIds` (the oldest, once it holds {@link RUN_IDS_KEPT}): such a fire waits, so that no
+ * fired run is forgotten. Its due times may pass `missedAfter` meanwhile; catch-up decides.
+ */
+export function isOwedFull(p: Projection, s: ScheduleContext): boolean {
+  const ids = runIdsOf(s);
+  return ids.length >= RUN_IDS_KEPT && !isRunInLog(p, ids[0]!);
+}
+
 /**
  * Whether a run a schedule submitted still counts as going, for `overlap: skip`: Running, or
- * not yet whole in the log (its submit is under way, or was cut short and is being finished).
- * A run that ended, or expired since, does not.
+ * owed (fired, not yet in the log: its submit is under way, or failed and is tried again). A
+ * run that ended, expired since, or was refused for good does not.
  */
-export function isRunOpen(p: Projection, runId: string): boolean {
+export function isRunOpen(p: Projection, s: ScheduleContext, runId: string): boolean {
   if (p.activeRuns.has(runId)) return true;
-  return !p.runs.has(runId) && !p.expiredRuns.has(runId);
+  return !isRunInLog(p, runId) && runIdsOf(s).includes(runId);
+}
+
+/** `missedAfterMs` as the firer reads it: a value stored before the bound is clamped. */
+export const missedAfterOf = (s: ScheduleContext): number =>
+  Math.min(s.missedAfterMs, MAX_MISSED_AFTER_MS);
+
+/** What the firer knows beside the schedule and the time. */
+export interface FireContext {
+  /** The schedule's last run is going ({@link isRunOpen}). */
+  lastRunOpen: boolean;
+  /** A fire that submits a run would forget an owed one ({@link isOwedFull}): hold it. */
+  owedFull?: boolean;
 }
 
 /**
@@ -43,16 +78,19 @@ export function isRunOpen(p: Projection, runId: string): boolean {
  *   `missedAfterMs` neither skips one nor fires one twice (the machine refuses any due time at
  *   or before the cursor).
  * - `overlap: skip` turns a fire into a skipped one while the schedule's last run is open.
+ * - A fire that would submit a run waits (null) while `owedFull`.
+ * - `missedAfterMs` is read clamped to {@link MAX_MISSED_AFTER_MS}, so the due times one
+ *   judgement walks are bounded, whatever a stored schedule says.
  */
 export function nextFire(
   s: ScheduleContext,
   now: number,
   due: DueTimes,
-  lastRunOpen: boolean,
+  { lastRunOpen, owedFull = false }: FireContext,
 ): FireDecision | null {
   const cursor = Date.parse(s.cursor);
   // Missed: now - dueAt > missedAfterMs, in whole milliseconds.
-  const missedUntil = Math.min(now, now - s.missedAfterMs - 1);
+  const missedUntil = now - missedAfterOf(s) - 1;
   const missed = due.between(cursor, missedUntil, s.catchUpLimit);
   let decision: Omit<FireDecision, 'runId' | 'dueAt'> & { at: number };
   if (missed.count > 0) {
@@ -73,6 +111,7 @@ export function nextFire(
   if (decision.skipped === undefined && s.overlap === 'skip' && lastRunOpen) {
     decision.skipped = 'overlap';
   }
+  if (decision.skipped === undefined && owedFull) return null;
   const { at, ...rest } = decision;
   return { dueAt: new Date(at).toISOString(), runId: scheduledRunId(s.name, at), ...rest };
 }

@@ -5,7 +5,7 @@
  * @module
  */
 import type { Aggregate, Projection, ScheduleSnapshot } from '../../actors/projection.js';
-import type { ScheduleFire } from '../../actors/schedule/schedule.machine.js';
+import type { RefusedRun, ScheduleFire } from '../../actors/schedule/schedule.machine.js';
 import { dueTimesOf } from './due-times.js';
 
 /** A fire as listed: the run's state, when it has one. */
@@ -36,7 +36,23 @@ export interface ScheduleInfo {
   recent: FireInfo[];
   fires: number;
   runs: number;
+  /** Fired runs the backend refused for good (`ScheduleRunRefused`), and the latest. */
+  refusedRuns: number;
+  lastRefused: RefusedRun | null;
   pausedAt: string | null;
+}
+
+/**
+ * The next due time, or null. A schedule stored by a backend whose time zone data this one
+ * lacks has none here: it is listed all the same (the firer logs it by name).
+ */
+function nextDueAt(c: ScheduleSnapshot['context'], after: number): string | null {
+  try {
+    const at = dueTimesOf(c).next(after);
+    return at === null ? null : new Date(at).toISOString();
+  } catch (_err: unknown) {
+    return null;
+  }
 }
 
 function runStateOf(p: Projection, fire: ScheduleFire): string | null {
@@ -56,8 +72,7 @@ export function scheduleInfo(
   const fire = (f: ScheduleFire): FireInfo => ({ ...f, runState: runStateOf(p, f) });
   let next: string | null = null;
   if (snapshot.value === 'Active') {
-    const at = dueTimesOf(c).next(Math.max(now, Date.parse(c.cursor)));
-    next = at === null ? null : new Date(at).toISOString();
+    next = nextDueAt(c, Math.max(now, Date.parse(c.cursor)));
   }
   return {
     name: c.name,
@@ -75,6 +90,9 @@ export function scheduleInfo(
     recent: c.recent.map(fire).reverse(),
     fires: c.fires,
     runs: c.runs,
+    // Absent from a context an older build's snapshot restored.
+    refusedRuns: (c as Partial<typeof c>).refusedRuns ?? 0,
+    lastRefused: (c as Partial<typeof c>).lastRefused ?? null,
     pausedAt: c.pausedAt,
   };
 }

@@ -14,6 +14,7 @@ import type {
   RunSucceeded,
   ScheduleCreated,
   ScheduleDeleted,
+  ScheduleRunRefused,
   ScheduleFired,
   SchedulePaused,
   ScheduleResumed,
@@ -291,6 +292,15 @@ export const scheduleResumed = (time = T0): ScheduleResumed =>
   ev<ScheduleResumed>('ScheduleResumed', {}, time);
 export const scheduleDeleted = (time = T0): ScheduleDeleted =>
   ev<ScheduleDeleted>('ScheduleDeleted', {}, time);
+export const scheduleRunRefused = (
+  over: Over<ScheduleRunRefused> = {},
+  time = T0,
+): ScheduleRunRefused =>
+  ev<ScheduleRunRefused>(
+    'ScheduleRunRefused',
+    { runId: 'nightly-20260101T000002Z', code: 'validation', message: 'refused', ...over },
+    time,
+  );
 
 // ---- subjects and JSONL lines -------------------------------------------------------------
 

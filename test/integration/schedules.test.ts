@@ -7,6 +7,7 @@ import type { ScheduleInfo } from '../../src/schedules/schedule-info.js';
 import { ApiClient, isApiError } from '../../src/worker/api-client.js';
 import type { RequestOf } from '../../src/protocol.js';
 import { eventually } from '../helpers/eventually.js';
+import { recordingLogger } from '../helpers/recording-logger.js';
 import { serverPerFile } from '../helpers/server-per-file.js';
 import { runSonar } from '../helpers/sonar-process.js';
 import { startBackend } from '../helpers/test-backend.js';
@@ -22,6 +23,7 @@ import { tmpdir } from 'node:os';
 const nats = serverPerFile();
 let tb: TestBackend;
 let api: ApiClient;
+const { log, lines } = recordingLogger();
 
 const template = { steps: [{ id: 's1', tags: ['nowhere'], tasks: [{ id: 't1' }] }] };
 
@@ -31,6 +33,7 @@ beforeAll(async () => {
     nc: nats.nc,
     env: { SONAR_TICK: '200ms', SONAR_LOCK_TTL: '2s' },
     components: [reconcilerLoop(), scheduleFirer({ checkMs: 100 })],
+    log,
   });
   api = new ApiClient(nats.nc, tb.ctx.names);
   await eventually(() => tb.ctx.loop.projection.leader?.nodeId === tb.ctx.nodeId, {
@@ -184,6 +187,12 @@ describe('schedules with a real backend', () => {
     expect(await refusal(create({ name: 'bad', everyMs: 1500 }))).toMatchObject({
       code: 'validation',
     });
+    expect(
+      await refusal(create({ name: 'bad', everyMs: 1000, missedAfterMs: 30 * 86_400_000 })),
+    ).toMatchObject({
+      code: 'validation',
+      message: expect.stringMatching(/^'missedAfterMs' is 2592000000 ms, over the bound/) as string,
+    });
     const first = await create({ name: 'nightly', cron: '0 2 * * *', timezone: 'Europe/Paris' });
     expect(first.next).toMatch(/T0[01]:00:00.000Z$/);
     const again = await create({ name: 'nightly', cron: '0 2 * * *', timezone: 'Europe/Paris' });
@@ -194,6 +203,31 @@ describe('schedules with a real backend', () => {
     expect(await refusal(api.request('schedule.pause', { name: 'nope' }))).toMatchObject({
       code: 'not_found',
     });
+  });
+
+  it('a schedule whose due times cannot be computed here is logged by name; the others fire on', async () => {
+    // Stored by a backend whose time zone data knows this zone; this one does not.
+    await tb.ctx.store.append(
+      tb.ctx.names.subjects.schedule('martian'),
+      {
+        id: 'create.martian',
+        type: 'ScheduleCreated',
+        data: { name: 'martian', cron: '* * * * * *', timezone: 'Mars/Olympus', run: template },
+      },
+      { expectedSeq: 0 },
+    );
+    await eventually(() => tb.ctx.loop.projection.schedules.has('martian'));
+    await create({ name: 'earthly', everyMs: 1000, overlap: 'allow' });
+    await eventually(async () => (await firesOf('earthly')).length >= 3, {
+      timeoutMs: 15_000,
+      message: 'earthly fires beside martian',
+    });
+    const warned = lines.find((l) => l.msg === 'schedule not fired') as
+      { schedule?: string } | undefined;
+    expect(warned?.schedule).toBe('martian');
+    expect(await list('martian')).toMatchObject({ name: 'martian', state: 'Active', next: null });
+    await api.request('schedule.delete', { name: 'martian' });
+    await api.request('schedule.delete', { name: 'earthly' });
   });
 
   it('the CLI creates and lists schedules through the API', async () => {

@@ -2,10 +2,17 @@ import { describe, it, expect } from 'vitest';
 import { initialTransition } from 'xstate';
 import { isSonarError } from '../../actors/errors.js';
 import { createProjection } from '../../actors/projection.js';
-import { scheduleMachine } from '../../actors/schedule/schedule.machine.js';
+import { RUN_IDS_KEPT, scheduleMachine } from '../../actors/schedule/schedule.machine.js';
 import type { ScheduleContext } from '../../actors/schedule/schedule.machine.js';
 import { MAX_COUNTED, dueTimesOf } from '../../src/schedules/due-times.js';
-import { isRunOpen, nextFire } from '../../src/schedules/next-fire.js';
+import {
+  isOwedFull,
+  isRunOpen,
+  missedAfterOf,
+  nextFire,
+  owedRuns,
+} from '../../src/schedules/next-fire.js';
+import { MAX_MISSED_AFTER_MS } from '../../actors/schedule/schedule.events.js';
 import { parseRunTemplate } from '../../src/schedules/run-template.js';
 import { at, scheduleCreated } from '../helpers/event-builders.js';
 
@@ -108,8 +115,8 @@ const every2s = dueTimesOf({ cron: null, timezone: null, everyMs: 2000 });
 
 describe('nextFire', () => {
   it('fires nothing before the first due time, and fires it at the due time', () => {
-    expect(nextFire(schedule(), ms(at(1.999)), every2s, false)).toBeNull();
-    expect(nextFire(schedule(), ms(at(2)), every2s, false)).toEqual({
+    expect(nextFire(schedule(), ms(at(1.999)), every2s, { lastRunOpen: false })).toBeNull();
+    expect(nextFire(schedule(), ms(at(2)), every2s, { lastRunOpen: false })).toEqual({
       dueAt: at(2),
       runId: 'nightly-20260101T000002Z',
       trigger: 'due',
@@ -118,17 +125,17 @@ describe('nextFire', () => {
   });
 
   it('fires the oldest due time first, one at a time', () => {
-    const fire = nextFire(schedule({ cursor: at(2) }), ms(at(9)), every2s, false);
+    const fire = nextFire(schedule({ cursor: at(2) }), ms(at(9)), every2s, { lastRunOpen: false });
     expect(fire).toMatchObject({ dueAt: at(4), trigger: 'due', missed: 0 });
   });
 
   it('a due time exactly missedAfter late is still due; a millisecond later it is missed', () => {
     const s = schedule({ missedAfterMs: 10_000 });
-    expect(nextFire(s, ms(at(12)), every2s, false)).toMatchObject({
+    expect(nextFire(s, ms(at(12)), every2s, { lastRunOpen: false })).toMatchObject({
       dueAt: at(2),
       trigger: 'due',
     });
-    expect(nextFire(s, ms(at(12.001)), every2s, false)).toMatchObject({
+    expect(nextFire(s, ms(at(12.001)), every2s, { lastRunOpen: false })).toMatchObject({
       dueAt: at(2),
       trigger: 'catch-up',
       missed: 0,
@@ -142,7 +149,7 @@ describe('nextFire', () => {
 
     it('catch-up none passes over them all with one skipped fire at the latest', () => {
       const s = schedule({ missedAfterMs: 10_000, catchUp: 'none' });
-      expect(nextFire(s, now, every2s, false)).toEqual({
+      expect(nextFire(s, now, every2s, { lastRunOpen: false })).toEqual({
         dueAt: at(40),
         runId: 'nightly-20260101T000040Z',
         trigger: 'catch-up',
@@ -153,7 +160,7 @@ describe('nextFire', () => {
 
     it('catch-up last runs the latest only', () => {
       const s = schedule({ missedAfterMs: 10_000, catchUp: 'last' });
-      expect(nextFire(s, now, every2s, false)).toEqual({
+      expect(nextFire(s, now, every2s, { lastRunOpen: false })).toEqual({
         dueAt: at(40),
         runId: 'nightly-20260101T000040Z',
         trigger: 'catch-up',
@@ -163,20 +170,25 @@ describe('nextFire', () => {
 
     it('catch-up all runs the latest catchUpLimit, oldest first', () => {
       const s = schedule({ missedAfterMs: 10_000, catchUp: 'all', catchUpLimit: 3 });
-      expect(nextFire(s, now, every2s, false)).toMatchObject({
+      expect(nextFire(s, now, every2s, { lastRunOpen: false })).toMatchObject({
         dueAt: at(36),
         trigger: 'catch-up',
         missed: 17,
       });
       const after = schedule({ ...s, cursor: at(36) });
-      expect(nextFire(after, now, every2s, false)).toMatchObject({ dueAt: at(38), missed: 0 });
+      expect(nextFire(after, now, every2s, { lastRunOpen: false })).toMatchObject({
+        dueAt: at(38),
+        missed: 0,
+      });
       const caughtUp = schedule({ ...s, cursor: at(40) });
-      expect(nextFire(caughtUp, now, every2s, false)).toMatchObject({ trigger: 'due' });
+      expect(nextFire(caughtUp, now, every2s, { lastRunOpen: false })).toMatchObject({
+        trigger: 'due',
+      });
     });
 
     it('then fires the due times not missed as due', () => {
       const s = schedule({ missedAfterMs: 10_000, cursor: at(40) });
-      expect(nextFire(s, ms(at(52)), every2s, false)).toMatchObject({
+      expect(nextFire(s, ms(at(52)), every2s, { lastRunOpen: false })).toMatchObject({
         dueAt: at(42),
         trigger: 'due',
       });
@@ -184,31 +196,92 @@ describe('nextFire', () => {
   });
 
   it('overlap skip skips while the last run is open; allow fires', () => {
-    expect(nextFire(schedule({ overlap: 'skip' }), ms(at(2)), every2s, true)).toMatchObject({
+    expect(
+      nextFire(schedule({ overlap: 'skip' }), ms(at(2)), every2s, { lastRunOpen: true }),
+    ).toMatchObject({
       dueAt: at(2),
       skipped: 'overlap',
     });
-    const allowed = nextFire(schedule({ overlap: 'allow' }), ms(at(2)), every2s, true);
+    const allowed = nextFire(schedule({ overlap: 'allow' }), ms(at(2)), every2s, {
+      lastRunOpen: true,
+    });
     expect(allowed).not.toHaveProperty('skipped');
   });
 
   it('a skip for catch-up stays a catch-up skip whatever the overlap', () => {
     const s = schedule({ missedAfterMs: 1000, catchUp: 'none', overlap: 'skip' });
-    expect(nextFire(s, ms(at(10)), every2s, true)).toMatchObject({ skipped: 'catch-up' });
+    expect(nextFire(s, ms(at(10)), every2s, { lastRunOpen: true })).toMatchObject({
+      skipped: 'catch-up',
+    });
   });
 });
 
 describe('isRunOpen', () => {
-  it('is open while Running or not yet whole, closed once ended or expired', () => {
+  it('is open while Running or owed, closed once ended, expired or no longer owed', () => {
     const p = createProjection();
-    expect(isRunOpen(p, 'r1')).toBe(true); // fired, not submitted yet
+    const s = schedule({ runIds: ['r1', 'r2'] });
+    expect(isRunOpen(p, s, 'r1')).toBe(true); // fired, not submitted yet
     p.activeRuns.add('r1');
     p.runs.set('r1', { seq: 1, snapshot: {} as never });
-    expect(isRunOpen(p, 'r1')).toBe(true);
+    expect(isRunOpen(p, s, 'r1')).toBe(true);
     p.activeRuns.delete('r1');
-    expect(isRunOpen(p, 'r1')).toBe(false);
+    expect(isRunOpen(p, s, 'r1')).toBe(false);
     p.expiredRuns.set('r2', {} as never);
-    expect(isRunOpen(p, 'r2')).toBe(false);
+    expect(isRunOpen(p, s, 'r2')).toBe(false);
+    // Refused for good (gone from runIds): not going, so overlap skip fires again.
+    expect(isRunOpen(p, s, 'r3')).toBe(false);
+  });
+});
+
+describe('owed runs', () => {
+  it('are the fired runs the log does not hold, however many fires came since', () => {
+    const p = createProjection();
+    const runIds = Array.from({ length: 50 }, (_, i) => `r${i}`);
+    for (const r of runIds.slice(1)) p.runs.set(r, { seq: 1, snapshot: {} as never });
+    expect(owedRuns(p, schedule({ runIds }))).toEqual(['r0']);
+  });
+
+  it(`hold a fire that would push an owed run out of the ${RUN_IDS_KEPT} kept`, () => {
+    const p = createProjection();
+    const runIds = Array.from({ length: RUN_IDS_KEPT }, (_, i) => `r${i}`);
+    const s = schedule({ runIds, overlap: 'allow' });
+    expect(isOwedFull(p, s)).toBe(true);
+    expect(nextFire(s, ms(at(2)), every2s, { lastRunOpen: true, owedFull: true })).toBeNull();
+    // A skipped fire keeps no run id: it is made.
+    const skip = schedule({ runIds, overlap: 'skip' });
+    expect(nextFire(skip, ms(at(2)), every2s, { lastRunOpen: true, owedFull: true })).toMatchObject(
+      { skipped: 'overlap' },
+    );
+    p.runs.set('r0', { seq: 1, snapshot: {} as never });
+    expect(isOwedFull(p, s)).toBe(false);
+    expect(isOwedFull(p, schedule({ runIds: runIds.slice(1) }))).toBe(false);
+  });
+});
+
+describe('a bounded judgement', () => {
+  it('reads a stored missedAfter beyond the bound as the bound', () => {
+    const s = schedule({ missedAfterMs: 365 * 86_400_000, catchUp: 'last' });
+    const now = ms(at(0)) + 30 * 86_400_000;
+    expect(missedAfterOf(s)).toBe(MAX_MISSED_AFTER_MS);
+    // A month later: everything older than a day is missed, caught up as one run.
+    const fire = nextFire(s, now, every2s, { lastRunOpen: false });
+    expect(fire).toMatchObject({ trigger: 'catch-up' });
+    expect(ms(fire!.dueAt)).toBeLessThan(now - MAX_MISSED_AFTER_MS);
+  });
+
+  it('walks at most MAX_COUNTED cron steps, whatever the window', () => {
+    const everySecond = dueTimesOf({
+      cron: '* * * * * *',
+      timezone: 'Europe/Paris',
+      everyMs: null,
+    });
+    const w = everySecond.between(0, 30 * 86_400_000, 100);
+    expect(w.latest).toHaveLength(100);
+    expect(w.count).toBe(MAX_COUNTED);
+    const started = performance.now();
+    everySecond.between(0, 30 * 86_400_000, 100);
+    // Generous for a loaded machine; unbounded, this walk takes seconds.
+    expect(performance.now() - started).toBeLessThan(1000);
   });
 });
 

@@ -2,7 +2,13 @@ import { describe, it, expect } from 'vitest';
 import { initialTransition, transition } from 'xstate';
 import type { SnapshotFrom } from 'xstate';
 import { createTransitioner } from '../../actors/transitioner.js';
-import { RECENT_FIRES, scheduleMachine } from '../../actors/schedule/schedule.machine.js';
+import {
+  RECENT_FIRES,
+  RUN_IDS_KEPT,
+  runIdsOf,
+  scheduleMachine,
+} from '../../actors/schedule/schedule.machine.js';
+import type { ScheduleContext } from '../../actors/schedule/schedule.machine.js';
 import type { ScheduleState } from '../../actors/schedule/schedule.machine.js';
 import type { ScheduleEvent } from '../../actors/schedule/schedule.events.js';
 import { decodeEvent } from '../../actors/events.js';
@@ -19,6 +25,7 @@ import {
   scheduleFired,
   schedulePaused,
   scheduleResumed,
+  scheduleRunRefused,
 } from '../helpers/event-builders.js';
 import { machineHarness } from '../helpers/unit-machine-harness.js';
 
@@ -35,6 +42,8 @@ const EVENTS: Record<ScheduleEventType, () => ScheduleEvent> = {
   SchedulePaused: () => schedulePaused(at(3)),
   ScheduleResumed: () => scheduleResumed(at(4)),
   ScheduleDeleted: () => scheduleDeleted(at(5)),
+  // Of a run the schedule did not fire: refused in every state (accepted cases below).
+  ScheduleRunRefused: () => scheduleRunRefused({}, at(6)),
 };
 
 const snapshotOf: Record<ScheduleState, () => Snap> = {
@@ -146,6 +155,51 @@ describe('scheduleMachine', () => {
       expect(snap.context.recent).toHaveLength(RECENT_FIRES);
       expect(snap.context.recent.at(-1)?.dueAt).toBe(at(2 * (RECENT_FIRES + 3)));
       expect(snap.context.fires).toBe(RECENT_FIRES + 3);
+    });
+  });
+
+  describe('run ids owed a submit', () => {
+    const fire = (i: number) => scheduleFired({ dueAt: at(2 * (i + 1)) });
+
+    it('keeps the run id of every fire that submitted a run, beyond the recent fires', () => {
+      const fires = Array.from({ length: RECENT_FIRES + 5 }, (_, i) => fire(i));
+      const skipped = scheduleFired({ dueAt: at(1000), skipped: 'overlap' });
+      const snap = fold([...fires, skipped], active());
+      expect(snap.context.runIds).toEqual(fires.map((f) => f.data.runId));
+      expect(snap.context.recent).toHaveLength(RECENT_FIRES);
+    });
+
+    it(`keeps at most ${RUN_IDS_KEPT}, the latest`, () => {
+      const fires = Array.from({ length: RUN_IDS_KEPT + 2 }, (_, i) => fire(i));
+      const snap = fold(fires, active());
+      expect(snap.context.runIds).toHaveLength(RUN_IDS_KEPT);
+      expect(snap.context.runIds[0]).toBe(fires[2]!.data.runId);
+    });
+
+    it('ScheduleRunRefused gives up an owed run, once, Active or Paused', () => {
+      const fired = fold([fire(0), fire(1)], active());
+      const refusal = scheduleRunRefused(
+        { runId: fire(0).data.runId, code: 'validation', message: "'steps' bad" },
+        at(9),
+      );
+      const { next } = accept(fired, refusal);
+      expect(next.context).toMatchObject({
+        runIds: [fire(1).data.runId],
+        refusedRuns: 1,
+        lastRefused: { runId: fire(0).data.runId, code: 'validation', at: at(9) },
+        runs: 2,
+      });
+      expectRefused(next, refusal);
+      const paused = accept(fired, schedulePaused(at(10))).next;
+      expect(accept(paused, refusal).next.value).toBe('Paused');
+    });
+
+    it('a context restored from an older snapshot (no runIds) still folds', () => {
+      const { runIds: _runIds, ...older } = active().context;
+      const snap = { ...active(), context: older as ScheduleContext } as Snap;
+      expect(runIdsOf(snap.context)).toEqual([]);
+      const { next } = accept(snap, fire(0));
+      expect(next.context.runIds).toEqual([fire(0).data.runId]);
     });
   });
 

@@ -6,13 +6,18 @@ import {
 } from '../../../actors/errors.js';
 import type { Aggregate, ScheduleSnapshot } from '../../../actors/projection.js';
 import { manualRunId } from '../../../actors/schedule/schedule-run-ids.js';
-import { scheduleEventData } from '../../../actors/schedule/schedule.events.js';
+import {
+  MAX_MISSED_AFTER_MS,
+  scheduleEventData,
+} from '../../../actors/schedule/schedule.events.js';
 import type { ScheduleEvent } from '../../../actors/schedule/schedule.events.js';
+import { RUN_IDS_KEPT } from '../../../actors/schedule/schedule.machine.js';
 import type { ScheduleContext } from '../../../actors/schedule/schedule.machine.js';
 import { createHash } from 'node:crypto';
 import type { ParsedRequestOf } from '../../protocol.js';
 import { canonicalJson } from '../../run-file.js';
 import { dueTimesOf } from '../../schedules/due-times.js';
+import { isOwedFull } from '../../schedules/next-fire.js';
 import { parseRunTemplate } from '../../schedules/run-template.js';
 import { listSchedules, scheduleInfo } from '../../schedules/schedule-info.js';
 import type { ScheduleInfo } from '../../schedules/schedule-info.js';
@@ -95,6 +100,10 @@ export class ScheduleAdmin {
       ]);
     }
     dueTimesOf(spec);
+    if (req.missedAfterMs !== undefined && req.missedAfterMs > MAX_MISSED_AFTER_MS) {
+      const message = `is ${req.missedAfterMs} ms, over the bound of ${MAX_MISSED_AFTER_MS} ms (1d): a due time seen later than that is missed, and catch-up decides`;
+      throw new ValidationError(`'missedAfterMs' ${message}`, [{ path: 'missedAfterMs', message }]);
+    }
     const parsed = scheduleEventData.ScheduleCreated.parse({
       name: req.name,
       ...(spec.cron !== null && { cron: spec.cron, timezone: spec.timezone }),
@@ -172,6 +181,13 @@ export class ScheduleAdmin {
     const at = Math.floor(this.ctx.now() / 1000) * 1000;
     let runId = manualRunId(req.name, at);
     const again = entry.snapshot.context.recent.some((f) => f.runId === runId);
+    if (!again && isOwedFull(this.ctx.loop.projection, entry.snapshot.context)) {
+      throw new SonarError(
+        ErrorCode.Overloaded,
+        `schedule ${req.name} owes ${RUN_IDS_KEPT} runs not submitted yet: trigger it once they are`,
+        { name: req.name },
+      );
+    }
     if (!again) {
       const written = await this.write(
         req.name,
