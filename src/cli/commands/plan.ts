@@ -10,6 +10,8 @@ import { registryEntrySchema } from '../../protocol.js';
 import type { RegistryEntry } from '../../protocol.js';
 import { UsageError } from '../../display/output.js';
 import { issuesOf, listIssues } from '../../../actors/errors.js';
+import { SETTINGS } from '../../config-table.js';
+import type { TagRates } from '../../../actors/reconciler/tag-rates.js';
 
 interface PlanFlags {
   live: string;
@@ -23,6 +25,7 @@ interface PlanFlags {
   batch: string;
   pulseTtl: string;
   priorityAging: string;
+  tagRates?: string;
 }
 
 async function readText(file: string): Promise<string> {
@@ -75,7 +78,18 @@ function positive(flag: string, value: string): number {
   return n;
 }
 
+/** `--tag-rates`, read by SONAR_TAG_RATES' own parser: the same syntax and the same errors. */
+function tagRates(value: string | undefined): TagRates | undefined {
+  if (value === undefined) return undefined;
+  try {
+    return SETTINGS.SONAR_TAG_RATES.parse(value);
+  } catch (err: unknown) {
+    throw new UsageError(`--tag-rates: ${(err as Error).message}`);
+  }
+}
+
 function configOf(flags: PlanFlags): PlanConfig {
+  const rates = tagRates(flags.tagRates);
   return {
     publishTimeoutMs: duration('publish-timeout', flags.publishTimeout),
     orphanAgeMs: duration('orphan-age', flags.orphanAge),
@@ -85,6 +99,7 @@ function configOf(flags: PlanFlags): PlanConfig {
     batch: whole('batch', flags.batch),
     pulseTtlMs: duration('pulse-ttl', flags.pulseTtl),
     priorityAgingMs: duration('priority-aging', flags.priorityAging),
+    ...(rates && { tagRates: rates }),
     // A log and a registry snapshot: nothing restarted, the registry is taken as watched.
     ageFloorPassed: true,
   };
@@ -116,6 +131,12 @@ function summarize(d: Decisions, now: string): string {
       'starved',
       d.starved.map((s) => `  ${s}`),
     ),
+    ...(d.rateLimited
+      ? section(
+          'rate-limited tags',
+          Object.entries(d.rateLimited).map(([t, r]) => `  ${t}  ${r.rate}  ${r.left} left`),
+        )
+      : []),
     ...(d.delayed
       ? section(
           'delayed',
@@ -182,6 +203,10 @@ export function registerPlan(program: Command): void {
       '--priority-aging <duration>',
       'a waiting priority level ranks one higher per (0: strict)',
       DEFAULTS.priorityAging,
+    )
+    .option(
+      '--tag-rates <rates>',
+      'per-tag publish rate limits as SONAR_TAG_RATES (e.g. api=20/s,gpu=1/m)',
     )
     .action(async (events: string, flags: PlanFlags) => {
       const now = Date.parse(flags.now);
