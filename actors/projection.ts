@@ -124,8 +124,17 @@ export interface Projection {
    * newest, so a window or burst a rate may have always sees every publish in it.
    */
   publishTimes: Map<string, number[]>;
-  /** The last `ReconcilerElected`; `honors` absent when an older leader wrote it. */
-  leader: { nodeId: string; time: string; seq: number; honors?: string[] } | null;
+  /**
+   * The last `ReconcilerElected`; `honors` absent when an older leader wrote it, `tagRates`
+   * when it enforces no rate limit too.
+   */
+  leader: {
+    nodeId: string;
+    time: string;
+    seq: number;
+    honors?: string[];
+    tagRates?: string;
+  } | null;
   /** Stream sequence of the last event applied. */
   lastSeq: number;
 }
@@ -421,8 +430,14 @@ export function applyDecoded(
   if (seq > p.lastSeq) p.lastSeq = seq;
   if (ref.kind === 'system') {
     if (event.type === 'ReconcilerElected') {
-      const { nodeId, honors } = event.data;
-      p.leader = { nodeId, time: event.time, seq, ...(honors && { honors }) };
+      const { nodeId, honors, tagRates } = event.data;
+      p.leader = {
+        nodeId,
+        time: event.time,
+        seq,
+        ...(honors && { honors }),
+        ...(tagRates !== undefined && { tagRates }),
+      };
     }
     return { ok: true, ref, event, from, to, actions };
   }

@@ -1,7 +1,9 @@
+import { readFileSync } from 'node:fs';
 import { describe, it, expect } from 'vitest';
 import { resolvePlanConfig } from '../../actors/reconciler/config.js';
 import type { PlanConfig } from '../../actors/reconciler/config.js';
 import { plan } from '../../actors/reconciler/plan.js';
+import { replay } from '../../actors/replay.js';
 import {
   MAX_RATE_WINDOW_MS,
   RATE_HISTORY,
@@ -273,5 +275,42 @@ describe('projection: publish times', () => {
     w.publish('r1.s1-1', 'api', at(7));
     w.publish('r1.s1-2', 'api', at(6));
     expect(w.p.publishTimes.get('api')).toEqual([ms(5), ms(6), ms(7)]);
+  });
+});
+
+describe('the rate-limits replay scenario', () => {
+  const text = readFileSync(
+    new URL('../replay/scenarios/rate-limits.jsonl', import.meta.url),
+    'utf8',
+  );
+  const { projection } = replay(text.split('\n'));
+  const live = [
+    entry('w-1', { tags: ['api', 'linux'], slots: 8, pulseAt: '2026-06-01T08:00:06.000Z' }),
+  ];
+  const rates = parseTagRates(projection.leader!.tagRates!);
+  const at06 = (msPast: number) => Date.parse('2026-06-01T08:00:06.000Z') + msPast;
+
+  it('keeps the rates its leader announced, and the election that refused a bad value', () => {
+    expect(projection.leader).toMatchObject({ nodeId: 'backend-a', tagRates: 'api=3/s,slow=1/m' });
+    expect(projection.publishTimes.get('api')).toEqual([
+      Date.parse('2026-06-01T08:00:05.000Z'),
+      Date.parse('2026-06-01T08:00:05.400Z'),
+      Date.parse('2026-06-01T08:00:05.800Z'),
+    ]);
+  });
+
+  it('plans as sonar plan --json prints it: one api token at 06.000, two just before 06.800, three at it', () => {
+    const config = resolvePlanConfig({ tagRates: rates });
+    const d = plan(projection, live, at06(0), config);
+    expect(published(d)).toEqual(['calls.f4>api', 'calls.l1>linux', 'calls.l2>linux']);
+    expect(d.rateLimited).toEqual({ api: { rate: '3/s', left: 1 } });
+    const later = plan(projection, live, at06(799), config);
+    expect(published(later)).toEqual([
+      'calls.f4>api',
+      'calls.f5>api',
+      'calls.l1>linux',
+      'calls.l2>linux',
+    ]);
+    expect(plan(projection, live, at06(800), config).rateLimited!['api']!.left).toBe(3);
   });
 });

@@ -1,5 +1,6 @@
 import { Kvm } from '@nats-io/kv';
 import { PLANNER_HONORS } from '../../../actors/reconciler/honors.js';
+import { formatTagRates } from '../../../actors/reconciler/tag-rates.js';
 import type { LiveWorker } from '../../../actors/reconciler/fleet.js';
 import type { Logger } from '../../log.js';
 import { signalMetric } from '../../metrics.js';
@@ -204,12 +205,21 @@ export class ReconcilerLoop implements Component {
     this.term++;
     this.registry = null;
     this.pass!.auditDispatch();
-    this.log.info('reconciler elected', { lockTtlMs: this.ctx.config.lockTtlMs });
+    const rates = formatTagRates(this.ctx.config.tagRates ?? {});
+    this.log.info('reconciler elected', {
+      lockTtlMs: this.ctx.config.lockTtlMs,
+      ...(rates !== '' && { tagRates: rates }),
+    });
     try {
       await this.ctx.writer.write({
         subject: this.ctx.names.subjects.system('reconciler'),
         type: 'ReconcilerElected',
-        data: { nodeId: this.ctx.nodeId, honors: [...PLANNER_HONORS] },
+        data: {
+          nodeId: this.ctx.nodeId,
+          honors: [...PLANNER_HONORS],
+          // What this leader limits, so that the log says which rates its placements kept.
+          ...(rates !== '' && { tagRates: rates }),
+        },
       });
     } catch (err: unknown) {
       // The lock is what makes a leader; the event only records it.

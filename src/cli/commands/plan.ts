@@ -11,6 +11,7 @@ import type { RegistryEntry } from '../../protocol.js';
 import { UsageError } from '../../display/output.js';
 import { issuesOf, listIssues } from '../../../actors/errors.js';
 import { SETTINGS } from '../../config-table.js';
+import { parseTagRates } from '../../../actors/reconciler/tag-rates.js';
 import type { TagRates } from '../../../actors/reconciler/tag-rates.js';
 
 interface PlanFlags {
@@ -206,7 +207,7 @@ export function registerPlan(program: Command): void {
     )
     .option(
       '--tag-rates <rates>',
-      'per-tag publish rate limits as SONAR_TAG_RATES (e.g. api=20/s,gpu=1/m)',
+      "per-tag publish rate limits as SONAR_TAG_RATES (e.g. api=20/s,gpu=1/m); default: those the log's last ReconcilerElected announced",
     )
     .action(async (events: string, flags: PlanFlags) => {
       const now = Date.parse(flags.now);
@@ -220,6 +221,20 @@ export function registerPlan(program: Command): void {
         process.stderr.write(
           `warning: ${skipped.length} event line(s) skipped (see sonar replay ${events})\n`,
         );
+      }
+      const announced = projection.leader?.tagRates;
+      if (flags.tagRates === undefined && announced !== undefined) {
+        // The log's last leader said what it limited: plan as it placed, unless told otherwise.
+        try {
+          config.tagRates = parseTagRates(announced);
+          process.stderr.write(
+            `note: the rates the last leader announced: ${announced} (--tag-rates overrides; --tag-rates '' plans without)\n`,
+          );
+        } catch (err: unknown) {
+          process.stderr.write(
+            `warning: the last leader's rates ${JSON.stringify(announced)} are not read: ${(err as Error).message}\n`,
+          );
+        }
       }
       const decisions = plan(projection, live, now, config);
       process.stdout.write(
