@@ -11,7 +11,9 @@ import {
   parseTagRates,
   tokensLeft,
 } from '../../actors/reconciler/tag-rates.js';
-import { at } from '../helpers/event-builders.js';
+import { statusText } from '../../src/cli/commands/status.js';
+import { statusView } from '../../src/cli/status-view.js';
+import { at, reconcilerElected } from '../helpers/event-builders.js';
 import { World, entry, ms } from '../helpers/reconciler-world.js';
 
 const withRates = (rates: string, over: Partial<PlanConfig> = {}): PlanConfig =>
@@ -312,5 +314,31 @@ describe('the rate-limits replay scenario', () => {
       'calls.l2>linux',
     ]);
     expect(plan(projection, live, at06(800), config).rateLimited!['api']!.left).toBe(3);
+  });
+});
+
+describe('sonar status', () => {
+  const view = (w: World, config: PlanConfig) =>
+    statusView({
+      projection: w.p,
+      entries: fleet(10).map((e) => ({ ...e, running: [] })),
+      now: ms(10),
+      planConfig: config,
+      finalizeQueue: 0,
+      lockHolder: null,
+    });
+
+  it("shows the rate-limited tags by the leader's announced rates; nothing without any", () => {
+    const w = apiStep(4, 2, 10);
+    expect('rateLimited' in view(w, resolvePlanConfig())).toBe(false);
+    w.add(
+      'sonar.events.system.reconciler',
+      reconcilerElected({ nodeId: 'b1', tagRates: 'api=3/s' }, at(1)),
+    );
+    const v = view(w, resolvePlanConfig());
+    expect(v.rateLimited).toEqual({ api: { rate: '3/s', left: 1 } });
+    expect(statusText(v, false)).toContain('rates     api 3/s (1 left)');
+    // The CLI's own setting, when it has one, wins.
+    expect(view(w, withRates('api=9/s')).rateLimited).toEqual({ api: { rate: '9/s', left: 7 } });
   });
 });
