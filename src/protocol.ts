@@ -333,6 +333,7 @@ export type RegistryEntry = z.output<typeof registryEntrySchema>;
 
 /** `sonar.control.cancel` (core NATS, not JetStream). */
 export const cancelControlSchema = z.object({ runId: id, taskId: id.optional() });
+export type CancelControl = z.infer<typeof cancelControlSchema>;
 
 /** Every reply is one of these two shapes. */
 export type Reply<T> =

@@ -27,25 +27,42 @@ const duration = z.union([z.number(), z.string()]).transform((value, ctx) => {
   return z.NEVER;
 });
 
+/** A refusal that names the value it was given, as every run-file error does. */
+const got =
+  (message: string) =>
+  (issue: { input?: unknown }): string =>
+    `${message}, got ${JSON.stringify(issue.input) ?? String(issue.input)}`;
+
 export const priorityField = z
-  .number()
-  .int(`must be a whole number from ${PRIORITY_MIN} to ${PRIORITY_MAX}`)
-  .min(PRIORITY_MIN, `must be ${PRIORITY_MIN} or more`)
-  .max(PRIORITY_MAX, `must be ${PRIORITY_MAX} or less`);
+  .number({ error: got('must be a number') })
+  .int({ error: got(`must be a whole number from ${PRIORITY_MIN} to ${PRIORITY_MAX}`) })
+  .min(PRIORITY_MIN, { error: got(`must be ${PRIORITY_MIN} or more`) })
+  .max(PRIORITY_MAX, { error: got(`must be ${PRIORITY_MAX} or less`) });
 
 export const notBeforeField = z.iso.datetime({
   offset: true,
-  message: 'must be an ISO-8601 time with a zone (e.g. 2026-01-01T02:00:00Z)',
+  error: got('must be an ISO-8601 time with a zone (e.g. 2026-01-01T02:00:00Z)'),
 });
 
 export const delayField = duration;
 
 export const retryField = z.strictObject({
-  maxAttempts: z.number().int().min(1).max(100).optional(),
-  backoff: z.enum(['fixed', 'exponential']).optional(),
+  maxAttempts: z
+    .number({ error: got('must be a whole number from 1 to 100') })
+    .int({ error: got('must be a whole number from 1 to 100') })
+    .min(1, { error: got('must be a whole number from 1 to 100') })
+    .max(100, { error: got('must be a whole number from 1 to 100') })
+    .optional(),
+  backoff: z
+    .enum(['fixed', 'exponential'], { error: got("must be 'fixed' or 'exponential'") })
+    .optional(),
   initial: duration.optional(),
   max: duration.optional(),
-  jitter: z.number().min(0, 'must be from 0 to 1').max(1, 'must be from 0 to 1').optional(),
+  jitter: z
+    .number({ error: got('must be from 0 to 1') })
+    .min(0, { error: got('must be from 0 to 1') })
+    .max(1, { error: got('must be from 0 to 1') })
+    .optional(),
 });
 export type RetryInRunFile = z.output<typeof retryField>;
 

@@ -14,6 +14,14 @@
  *
  * Each import names exactly one verb or one stream's API, never `$JS.API.>`; the users'
  * permissions (permissions.ts) then narrow each worker to its own subjects.
+ *
+ * What an answer routed back does land on is any subject of the workers' account, the
+ * imports' own included. An answer sent onto an import whose local subject is mapped and ends
+ * in `*` crashes nats-server 2.9 (a panic in its subject transform, fixed upstream later), so
+ * every mapped import ends in `>`: the permissions, not the import, narrow a worker to its own
+ * key and consumer. An answer sent onto a verb import reaches the backend with no reply, which
+ * it ignores (api-service.ts); one sent onto the cancel broadcast is told apart by the worker
+ * (cancel-control.ts).
  */
 import type { Export, Import } from '@nats-io/jwt';
 import type { Names } from '../../streams/names.js';
@@ -61,15 +69,15 @@ export function workerBridges(n: Names): Bridge[] {
     // the pulse: the worker's own registry key, written and read back
     // (nats.js writes a KV under the API prefix when it has one: `<apiPrefix>.$KV...`)
     {
-      subject: `$KV.${n.buckets.workers}.*`,
+      subject: `$KV.${n.buckets.workers}.>`,
       type: 'service',
-      local: `${n.subjects.workerJsApi}.$KV.${n.buckets.workers}.*`,
+      local: `${n.subjects.workerJsApi}.$KV.${n.buckets.workers}.>`,
     },
     api(`DIRECT.GET.${workersKv}.>`),
     api(`STREAM.INFO.${workersKv}`),
     // dispatch: pull, ack, and the consumer's info to bind to it
-    api(`CONSUMER.INFO.${dispatch}.*`),
-    { ...api(`CONSUMER.MSG.NEXT.${dispatch}.*`), responseType: 'Stream' },
+    api(`CONSUMER.INFO.${dispatch}.>`),
+    { ...api(`CONSUMER.MSG.NEXT.${dispatch}.>`), responseType: 'Stream' },
     { subject: `$JS.ACK.${dispatch}.>`, type: 'service' },
     // staged outputs
     { subject: `${n.prefix}.stage.*.>`, type: 'service' },

@@ -2,7 +2,9 @@ import type { JsMsg } from '@nats-io/jetstream';
 import { ErrorCode } from '../../actors/errors.js';
 import { outputSizeProblem } from '../limits.js';
 import type { Logger } from '../log.js';
-import { cancelControlSchema, dispatchMessageSchema } from '../protocol.js';
+import type { Msg } from '@nats-io/transport-node';
+import { dispatchMessageSchema } from '../protocol.js';
+import { cancelOf } from './cancel-control.js';
 import { jsonOutputProblem } from './output-kind.js';
 import type { DispatchMessage } from '../protocol.js';
 import { isApiError } from './api-client.js';
@@ -69,6 +71,8 @@ export interface TaskExecutionParts {
  */
 export class TaskExecution {
   private readonly tasks = new Map<string, RunningTask>();
+  private forgedCancels = 0;
+  private forgedLoggedAt = -Infinity;
   /**
    * Tasks whose `start` is in flight. Pulses list them with the running ones: the backend may
    * have started the task already, and a task its live worker does not list is taken back
@@ -129,18 +133,24 @@ export class TaskExecution {
   }
 
   /** A cancel broadcast: stops the matching running tasks. */
-  onCancel(data: Uint8Array): void {
-    let raw: unknown;
-    try {
-      raw = JSON.parse(new TextDecoder().decode(data));
-    } catch {
+  onCancel(msg: Pick<Msg, 'data' | 'reply' | 'headers'>): void {
+    const c = cancelOf(msg);
+    if (c === null) {
+      // Once a minute at most: a flood of forgeries must not become a flood of log lines.
+      this.forgedCancels++;
+      const now = performance.now();
+      if (now - this.forgedLoggedAt >= 60_000) {
+        this.parts.log.warn("cancel broadcasts ignored: not the backend's", {
+          ignored: this.forgedCancels,
+        });
+        this.forgedCancels = 0;
+        this.forgedLoggedAt = now;
+      }
       return;
     }
-    const c = cancelControlSchema.safeParse(raw);
-    if (!c.success) return;
     for (const task of this.tasks.values()) {
       const d = task.dispatch;
-      if (d.runId === c.data.runId && (c.data.taskId === undefined || c.data.taskId === d.taskId)) {
+      if (d.runId === c.runId && (c.taskId === undefined || c.taskId === d.taskId)) {
         this.stopTask(task, 'cancel');
       }
     }

@@ -254,7 +254,7 @@ export class Worker {
     })().catch(() => {});
     this.cancelSub = nc.subscribe(this.n.subjects.controlCancel, {
       callback: (err, msg) => {
-        if (!err) this.execution?.onCancel(msg.data);
+        if (!err) this.execution?.onCancel(msg);
       },
     });
     const js = this.jetstream();

@@ -665,6 +665,68 @@ describe('access control in secure mode (sonar creds init, as deployed)', () => 
     await sup.kill('SIGTERM');
   }, 60_000);
 
+  it('answers aimed at the workers’ account’s own subjects: the server stays up, no verb runs, no cancel is forged', async () => {
+    // In the workers' account an answer routed back lands on whatever subject its request
+    // named, the account's own imports included: a verb of the backend, the cancel broadcast,
+    // a mapped JetStream import (which crashed nats-server 2.9 while it ended in `*`).
+    const bystander = await startWorker('acl-bystander', 'bystander', ['sleep', '30']);
+    await submit('bystand', ['bystander'], ['t']);
+    await started('bystand', 't');
+    const { nc } = await compromisedWorker('acl-mirror');
+    const bootstrap = await connectAs('bootstrap');
+    const jsApi = n.subjects.workerJsApi;
+    const bucket = n.buckets.workers;
+    // What a direct get of its own key answers: bytes it chose, shaped as a cancel and as the
+    // bystander's verbs would read them.
+    const chosen = JSON.stringify({ runId: 'bystand', taskId: 't', workerId: 'acl-bystander' });
+    await nc.request(`${jsApi}.$KV.${bucket}.acl-mirror`, chosen, { timeout: 5_000 });
+    const triggers = [
+      { nc, subject: `${jsApi}.DIRECT.GET.KV_${bucket}.$KV.${bucket}.acl-mirror`, body: '' },
+      {
+        nc,
+        subject: `${jsApi}.CONSUMER.MSG.NEXT.${n.streams.dispatch}.${n.consumers.dispatch('acl')}`,
+        body: JSON.stringify({ batch: 1, no_wait: true }),
+      },
+      {
+        nc: bootstrap,
+        subject: n.subjects.api('enroll'),
+        body: JSON.stringify({ workerId: 'acl-mirror2', publicKey: createUser().getPublicKey() }),
+      },
+    ];
+    const targets = [
+      n.subjects.api('exited'),
+      n.subjects.workerApi('acl-bystander', 'leave'),
+      n.subjects.controlCancel,
+      `${jsApi}.$KV.${bucket}.acl-target`,
+      `${jsApi}.CONSUMER.INFO.${n.streams.dispatch}.acl-target`,
+      `${jsApi}.CONSUMER.MSG.NEXT.${n.streams.dispatch}.acl-target`,
+    ];
+    for (const t of triggers) {
+      for (const target of targets) t.nc.publish(t.subject, t.body, { reply: target });
+      await t.nc.flush();
+    }
+    await new Promise((done) => setTimeout(done, 1_500));
+
+    // The server is up: a new connection is served, and so is the backend.
+    const client = new ApiClient(await connectAs('client'), n);
+    await expect(client.request('cancel', { runId: 'acl-none' })).rejects.toMatchObject({
+      code: 'not_found',
+    });
+    // The answers that reached the backend's verbs carried no reply: ignored, nothing ran.
+    await eventually(() => backend.stderr().includes('api messages ignored'), { timeoutMs: 5_000 });
+    expect(bystander.running, bystander.stderr()).toBe(true);
+    expect(bystander.stderr()).not.toMatch(/is Lost|has left/);
+    expect(await registryKeys()).toContain('acl-bystander');
+    // The forged cancel reached the bystander, which told it from the backend's and ran on.
+    await eventually(() => bystander.stderr().includes('cancel broadcasts ignored'), {
+      timeoutMs: 5_000,
+    });
+    expect((await lastTaskEvent('bystand', 't'))?.type).toBe('TaskStarted');
+    // The backend's own cancel still stops it.
+    await client.request('cancel', { runId: 'bystand' });
+    await eventually(() => bystander.stderr().includes('task cancelled'), { timeoutMs: 10_000 });
+  }, 60_000);
+
   it('no token or secret ever appears in a log or an output', async () => {
     // Every process so far, stopped cleanly so its last lines are written.
     await backend.kill('SIGTERM');

@@ -2,7 +2,8 @@
  * examples/ as a user runs them, against the packed package (the tarball package-install
  * installs too), a real nats-server and the installed `sonar backend`:
  * - examples/typescript: its package.json installed, `npm run build` (tsc, strict) against
- *   the package's types, then its worker and its client to a run that succeeded;
+ *   the package's types, with the README's SDK quickstart compiled beside its sources, then
+ *   its worker and its client to a run that succeeded;
  * - examples/shell-worker: its README's `sonar worker` and `sonar submit --wait` with the
  *   installed bin, to the end, and the script's outputs read back with `sonar results`.
  * One install serves both: the shell example needs only the bin, which the TypeScript
@@ -31,6 +32,15 @@ interface ExamplePackage {
   dependencies: Record<string, string>;
   devDependencies: Record<string, string>;
   scripts: Record<string, string>;
+}
+
+/** The `ts` code blocks of the README's "SDK quickstart" section, in order. */
+function readmeQuickstart(readme: string): string[] {
+  const start = readme.indexOf('## SDK quickstart');
+  expect(start, 'README has no "## SDK quickstart" section').toBeGreaterThan(-1);
+  const end = readme.indexOf('\n## ', start + 1);
+  const section = readme.slice(start, end === -1 ? undefined : end);
+  return [...section.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]!);
 }
 
 let dir: string;
@@ -100,6 +110,12 @@ afterAll(async () => {
 
 describe('examples/', () => {
   it('typescript: type-checks against the installed package, and its worker and client run a run to success', async () => {
+    // The README's SDK quickstart (its worker, then its client) is compiled with the project,
+    // so the snippets a reader copies cannot drift from the package's types.
+    const quickstart = readmeQuickstart(await readFile(join(ROOT, 'README.md'), 'utf8'));
+    expect(quickstart).toHaveLength(2);
+    await writeFile(join(project, 'src', 'readme-worker.ts'), quickstart[0]!);
+    await writeFile(join(project, 'src', 'readme-client.ts'), quickstart[1]!);
     // `npm run build` is tsc -p tsconfig.json (strict) with the project's own TypeScript.
     await runToEnd('npm', ['run', '--silent', 'build'], project, 90_000);
 

@@ -13,7 +13,7 @@ import { SonarClient } from '../../src/client/client.js';
 import { finalizerPool } from '../../src/backend/finalize/index.js';
 import { reconcilerLoop } from '../../src/backend/reconciler/index.js';
 import { MIGRATIONS, migrate, pgTables, PgResultsSink } from '../../src/storage/postgres/index.js';
-import { bodyOf } from '../../src/storage/results-sink.js';
+import { bodyOf, SinkUnavailableError } from '../../src/storage/results-sink.js';
 import type { ResultRecord } from '../../src/storage/results-sink.js';
 import { onMetricSignal } from '../../src/metrics.js';
 import { createWorker } from '../../src/worker/worker.js';
@@ -325,6 +325,150 @@ describe('retention', () => {
       expect(await rowsOf(n.prefix, 'other')).toHaveLength(1);
     } finally {
       await w.stop();
+    }
+  });
+});
+
+describe('retention while the database cannot delete', () => {
+  it('a run whose rows cannot be deleted waits for the next sweep; the runs after it are purged', async () => {
+    const w = await startSweepWorld(world.nats.nc, world.nats.server.url, {
+      env: { SONAR_RESULTS_URL: postgres().url },
+    });
+    const t = pgTables(w.ctx.names.prefix);
+    try {
+      const n = w.ctx.names;
+      for (const runId of ['stuck', 'old']) {
+        const [job] = await seedFinalizing(w.ctx.writer, n, { runId, taskIds: ['t1'] });
+        await w.ctx.results.upsert(
+          {
+            runId,
+            stepId: 's1',
+            taskId: 't1',
+            attemptId: job!.attemptId,
+            attempt: 1,
+            startedAt: null,
+            finishedAt: null,
+            outputRef: 'inline',
+            bytes: 2,
+            kind: 'json',
+            finalizedAt: new Date().toISOString(),
+          },
+          bodyOf(new TextEncoder().encode('{}')),
+          new AbortController().signal,
+        );
+        await w.write(n.subjects.task(runId, 't1'), 'TaskFinalized', {
+          attemptId: job!.attemptId,
+          resultKey: `${runId}.t1`,
+        });
+        await w.write(n.subjects.step(runId, 's1'), 'StepSucceeded', {});
+        await w.write(n.subjects.run(runId), 'RunSucceeded', {});
+      }
+      // The database refuses to delete the first run's rows (as a lost grant or a full disk
+      // would), and only those.
+      await postgres().query(
+        `CREATE FUNCTION ${n.prefix.replace(/-/g, '_')}_refuse() RETURNS trigger LANGUAGE plpgsql AS
+         $$ BEGIN IF OLD.run_id = 'stuck' THEN RAISE EXCEPTION 'no deletes today'; END IF; RETURN OLD; END $$`,
+      );
+      await postgres().query(
+        `CREATE TRIGGER refuse BEFORE DELETE ON ${t.results} FOR EACH ROW
+         EXECUTE FUNCTION ${n.prefix.replace(/-/g, '_')}_refuse()`,
+      );
+      const first = await sweepNow(w, { shiftMs: 31 * DAY_MS });
+      expect(first.retention.purged).toEqual(['old']);
+      expect(await rowsOf(n.prefix, 'old')).toEqual([]);
+      expect(await rowsOf(n.prefix, 'stuck')).toHaveLength(1);
+      // Its events are all still there: nothing of it was purged, it is tried again.
+      expect(await w.ctx.store.lastSeqOf(n.subjects.run('stuck'))).toBeGreaterThan(0);
+
+      await postgres().query(`DROP TRIGGER refuse ON ${t.results}`);
+      const second = await sweepNow(w, { shiftMs: 31 * DAY_MS });
+      expect(second.retention.purged).toEqual(['stuck']);
+      expect(await rowsOf(n.prefix, 'stuck')).toEqual([]);
+    } finally {
+      await w.stop();
+    }
+  });
+});
+
+describe('when the database cannot take writes', () => {
+  const record: ResultRecord = {
+    runId: 'r1',
+    stepId: 's1',
+    taskId: 't1',
+    attemptId: 'a1',
+    attempt: 1,
+    startedAt: null,
+    finishedAt: null,
+    outputRef: 'inline',
+    bytes: 2,
+    kind: 'json',
+    finalizedAt: '2026-01-01T00:00:00.000Z',
+  };
+  const body = () => bodyOf(new TextEncoder().encode('{}'));
+  const signal = new AbortController().signal;
+
+  it('a dropped results table: the probe says so, then the sink builds it again and writes', async () => {
+    const prefix = freshPrefix();
+    const sink = new PgResultsSink({ url: postgres().url, prefix, maxConnections: 2 });
+    try {
+      await sink.probe();
+      await postgres().query(`DROP TABLE ${pgTables(prefix).results}`);
+      await expect(sink.upsert(record, body(), signal)).rejects.toBeInstanceOf(
+        SinkUnavailableError,
+      );
+      // The pool's breaker probes until a write could land: the table is built again from the
+      // first version, although the versions table still lists every one.
+      await eventually(
+        async () => {
+          await sink.probe();
+          return true;
+        },
+        { timeoutMs: 10_000 },
+      );
+      expect(await sink.upsert(record, body(), signal)).toBe('written');
+      expect(await sink.list('r1')).toHaveLength(1);
+    } finally {
+      await sink.close();
+    }
+  });
+
+  it('a read-only server and a user without the right to write pause the pool instead of spending deliveries', async () => {
+    const prefix = freshPrefix();
+    const owner = new PgResultsSink({ url: postgres().url, prefix, maxConnections: 1 });
+    await owner.ready();
+    await owner.close();
+    const role = `ro_${prefix.replace(/-/g, '_')}`;
+    await postgres().query(`CREATE ROLE ${role} LOGIN PASSWORD 'ro-pw'`);
+    await postgres().query(`GRANT SELECT ON ${pgTables(prefix).results} TO ${role}`);
+    const as = (user: string, password: string) => {
+      const url = new URL(postgres().url);
+      url.username = user;
+      url.password = password;
+      return url.toString();
+    };
+    // A user that may only read: every write is refused for want of a grant.
+    const reader = new PgResultsSink({ url: as(role, 'ro-pw'), prefix, maxConnections: 1 });
+    try {
+      await expect(reader.probe()).rejects.toThrow(/results database|not writable|permission/);
+      await expect(reader.upsert(record, body(), signal)).rejects.toBeInstanceOf(
+        SinkUnavailableError,
+      );
+    } finally {
+      await reader.close();
+    }
+    // A server answering read-only (a standby, or a demoted primary): SELECT 1 would pass.
+    await postgres().query(`ALTER ROLE ${role} SET default_transaction_read_only = on`);
+    await postgres().query(
+      `GRANT INSERT, UPDATE, DELETE ON ${pgTables(prefix).results} TO ${role}`,
+    );
+    const standby = new PgResultsSink({ url: as(role, 'ro-pw'), prefix, maxConnections: 1 });
+    try {
+      await expect(standby.probe()).rejects.toThrow(SinkUnavailableError);
+      await expect(standby.upsert(record, body(), signal)).rejects.toBeInstanceOf(
+        SinkUnavailableError,
+      );
+    } finally {
+      await standby.close();
     }
   });
 });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { isConfigError, loadConfig, redactConfig } from '../../src/config.js';
-import { classifyPgError } from '../../src/storage/postgres/pg-errors.js';
+import { classifyPgError, describePgError } from '../../src/storage/postgres/pg-errors.js';
 import { maskResultsUrl, parseResultsUrl } from '../../src/storage/postgres/pg-url.js';
 
 const refusal = (value: string): { message: string; value: unknown } => {
@@ -44,6 +44,18 @@ describe('SONAR_RESULTS_URL', () => {
     expect(maskResultsUrl('postgres://u:p@ss:w0rd@db/x')).not.toContain('w0rd');
   });
 
+  it('masks a password given as a parameter, and one holding an @', () => {
+    const { message } = refusal('postgres://sonar@db/sonar?password=hunter2&sslmode=always');
+    expect(message).not.toContain('hunter2');
+    expect(maskResultsUrl('postgres://sonar@db/sonar?sslpassword=k3y&password=hunter2')).toBe(
+      'postgres://sonar@db/sonar?sslpassword=***&password=***',
+    );
+    expect(maskResultsUrl('postgres://u:p@ss@db/x')).toBe('postgres://u:***@db/x');
+    expect(maskResultsUrl('postgres://u:p@s s@db/x?password=x y')).not.toMatch(/s s|x y/);
+    const config = loadConfig({ SONAR_RESULTS_URL: 'postgres://sonar@db/sonar?password=hunter2' });
+    expect(redactConfig(config).resultsUrl).not.toContain('hunter2');
+  });
+
   it('is masked when the configuration is logged', () => {
     const config = loadConfig({ SONAR_RESULTS_URL: 'postgres://sonar:hunter2@db/sonar' });
     expect(redactConfig(config).resultsUrl).toBe('postgres://sonar:***@db/sonar');
@@ -69,9 +81,27 @@ describe('classifyPgError', () => {
     }
   });
 
+  it('a server that cannot write now pauses the pool too: read-only, full, cancelled, a grant or the table missing', () => {
+    for (const code of ['25006', '53100', '53200', '55P03', '57014', '42501', '42P01']) {
+      expect(classifyPgError(dbError(code)), code).toBe('unavailable');
+    }
+  });
+
   it('anything else takes the usual retries', () => {
-    for (const code of ['40001', '40P01', '42P01', '57014']) {
+    for (const code of ['40001', '40P01', '42703', 'XX000']) {
       expect(classifyPgError(dbError(code)), code).toBe('retry');
     }
+  });
+});
+
+describe('describePgError', () => {
+  it("keeps the database's message and SQLSTATE, but not a refused row's contents", () => {
+    const err = Object.assign(new Error('new row violates check constraint "c"'), {
+      code: '23514',
+      detail: 'Failing row contains (r1, t1, {"secret": "output"}).',
+    });
+    expect(describePgError(err)).toBe('new row violates check constraint "c" (SQLSTATE 23514)');
+    const long = Object.assign(new Error('boom'), { code: '23505', detail: 'x'.repeat(1000) });
+    expect(describePgError(long).length).toBeLessThan(300);
   });
 });

@@ -102,6 +102,7 @@ export class ApiService {
   private readonly stopping = new StragglerGuard('api');
   private readonly budget: InflightBudget;
   private busy = { refused: 0, loggedAt: -Infinity };
+  private forged = { ignored: 0, loggedAt: -Infinity };
 
   constructor(
     private readonly nc: NatsConnection,
@@ -123,6 +124,10 @@ export class ApiService {
       callback: (err, msg) => {
         if (err) {
           this.log.error('api subscription failed', { err });
+          return;
+        }
+        if (!msg.reply || !msg.subject.startsWith(prefix)) {
+          this.ignoreForged(msg);
           return;
         }
         const route = routeOf(msg.subject.slice(prefix.length));
@@ -170,7 +175,6 @@ export class ApiService {
       if (!isSonarError(err)) this.log.error('api request failed', { verb, err });
       reply = errorReply(err);
     }
-    if (!msg.reply) return;
     try {
       msg.respond(encoder.encode(JSON.stringify(reply)));
     } catch (err: unknown) {
@@ -189,6 +193,23 @@ export class ApiService {
         // The connection is gone: the client's request times out and is retried.
       }
     }
+  }
+
+  /**
+   * Every caller asks with a reply subject. A message without one is not a request but the
+   * server's answer to someone else's request, routed here through the workers' account's
+   * import of this verb (its sender named the verb as its reply): acting on it would run a
+   * verb, `exited` say, with bytes the sender chose. So it is dropped, unanswered.
+   */
+  private ignoreForged(msg: Msg): void {
+    this.forged.ignored++;
+    const now = performance.now();
+    if (now - this.forged.loggedAt < BUSY_LOG_GAP_MS) return;
+    this.log.warn('api messages ignored: no reply subject, not a request', {
+      subject: msg.subject,
+      ignored: this.forged.ignored,
+    });
+    this.forged = { ignored: 0, loggedAt: now };
   }
 
   /**

@@ -124,6 +124,21 @@ export async function applyRetention(
     throw new Error(`snapshot holds seq ${report.snapshotSeq}, retention needs ${needed}`);
   }
   for (const runId of todo) {
+    // The results database first: while it cannot delete, the run waits for the next sweep
+    // whole, and the runs after it are purged all the same (NATS retention never waits on
+    // the database).
+    try {
+      await ctx.results.purgeRun?.(runId);
+    } catch (err: unknown) {
+      ctx.log.warn(
+        'retention: the results sink could not delete a run; it is tried again next sweep',
+        {
+          runId,
+          error: err instanceof Error ? err.message : String(err),
+        },
+      );
+      continue;
+    }
     await purgeRun(ctx, runId);
     report.purged.push(runId);
     if (await expireRun(ctx, runId)) report.evicted.push(runId);
@@ -199,7 +214,7 @@ async function expireWorkers(ctx: BackendContext): Promise<string[]> {
   return evicted;
 }
 
-/** Purges one run's stored data, its run subject last (see applyRetention). */
+/** Purges one run's stored data in NATS, its run subject last (see applyRetention). */
 async function purgeRun(ctx: BackendContext, runId: string): Promise<void> {
   const { jsm, names: n, loop } = ctx;
   const p = loop.projection;
@@ -211,9 +226,9 @@ async function purgeRun(ctx: BackendContext, runId: string): Promise<void> {
   }
   const purge = (stream: string, filter: string) => jsm.streams.purge(stream, { filter });
   const kv = (bucket: string) => ({ stream: `KV_${bucket}`, keys: `$KV.${bucket}.${runId}.>` });
-  // A sink of its own (the PostgreSQL table) deletes the run's rows; the KV bucket is purged
-  // with the others below whichever sink is configured, as it may hold rows of before.
-  await ctx.results.purgeRun?.(runId);
+  // A sink of its own (the PostgreSQL table) deleted the run's rows before this; the KV
+  // bucket is purged with the others below whichever sink is configured, as it may hold rows
+  // of before.
   for (const bucket of [n.buckets.results, n.buckets.finalizeErrors]) {
     const { stream, keys } = kv(bucket);
     await purge(stream, keys);

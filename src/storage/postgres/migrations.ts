@@ -5,7 +5,7 @@
  * waits, then finds nothing left to do). PostgreSQL's DDL is transactional: a migration cut
  * short leaves the schema as it was.
  */
-import type { PoolClient } from 'pg';
+import type { ClientBase } from 'pg';
 import { SinkUnavailableError } from '../results-sink.js';
 
 /** The quoted names of a prefix's tables. */
@@ -90,7 +90,7 @@ export interface MigrateReport {
  * knows: an older backend must not write rows of a shape it does not know.
  */
 export async function migrate(
-  client: PoolClient,
+  client: ClientBase,
   t: PgTables,
   opts: { to?: number; by?: string } = {},
 ): Promise<MigrateReport> {
@@ -111,10 +111,18 @@ export async function migrate(
     const { rows } = await client.query<{ v: number }>(
       `SELECT coalesce(max(version), 0)::integer AS v FROM ${t.migrations}`,
     );
-    const from = rows[0]?.v ?? 0;
-    if (from > SCHEMA_VERSION) {
+    const recorded = rows[0]?.v ?? 0;
+    // A results table dropped, or a database restored without it, while the versions stay
+    // recorded: build it again from the first version, or every write would fail.
+    const { rows: present } = await client.query<{ there: boolean }>(
+      'SELECT to_regclass($1) IS NOT NULL AS there',
+      [t.results],
+    );
+    const rebuild = recorded > 0 && present[0]?.there !== true;
+    const from = rebuild ? 0 : recorded;
+    if (recorded > SCHEMA_VERSION) {
       throw new SinkUnavailableError(
-        `the results table ${t.results} is at schema version ${from}, newer than this Sonar knows (${SCHEMA_VERSION}): upgrade this backend`,
+        `the results table ${t.results} is at schema version ${recorded}, newer than this Sonar knows (${SCHEMA_VERSION}): upgrade this backend`,
       );
     }
     const applied: number[] = [];
@@ -122,7 +130,9 @@ export async function migrate(
       if (m.version <= from || m.version > to) continue;
       for (const sql of m.statements(t)) await client.query(sql);
       await client.query(
-        `INSERT INTO ${t.migrations} (version, name, applied_by) VALUES ($1, $2, $3)`,
+        `INSERT INTO ${t.migrations} (version, name, applied_by) VALUES ($1, $2, $3)
+         ON CONFLICT (version) DO UPDATE SET name = excluded.name,
+           applied_at = now(), applied_by = excluded.applied_by`,
         [m.version, m.name, opts.by ?? null],
       );
       applied.push(m.version);

@@ -27,14 +27,21 @@ const NODE_CODES = new Set([
  * row to poison).
  */
 const UNAVAILABLE_STATES = new Set([
-  '57P01', // admin_shutdown
-  '57P02', // crash_shutdown
-  '57P03', // cannot_connect_now (starting up, in recovery)
-  '53300', // too_many_connections
   '3D000', // invalid_catalog_name: the database does not exist (yet)
   '28000', // invalid_authorization_specification
   '28P01', // invalid_password
+  // A standby, or a primary demoted by a failover that DNS still points at: read-only.
+  '25006', // read_only_sql_transaction
+  '42501', // insufficient_privilege: a grant to fix, whatever the row
+  '42P01', // undefined_table: dropped, or a restore from before it; the sink migrates again
 ]);
+
+/**
+ * Whole classes that say the same: 53, insufficient resources (disk full, out of memory, too
+ * many connections); 55, object not in prerequisite state (a lock not available); 57,
+ * operator intervention (shutdown, a statement cancelled by a timeout or an administrator).
+ */
+const UNAVAILABLE_CLASSES = ['53', '55', '57'];
 
 /** node-postgres's own messages for a connection it could not make or lost. */
 const LOST =
@@ -46,15 +53,20 @@ const sqlState = (err: unknown): string | undefined => {
 };
 
 /**
- * `unavailable`: the database cannot be reached or cannot serve (class 08, shutdown, socket
- * errors); `rejected`: it refuses this row (class 22, data exception, or 23, integrity
+ * `unavailable`: the database cannot be reached or cannot serve (class 08, 53, 55, 57, a
+ * read-only or missing table, a missing grant, socket errors); `rejected`: it refuses this row (class 22, data exception, or 23, integrity
  * constraint violation), and would again; `retry`: anything else (a deadlock, a timeout of
  * one statement), worth the usual retries.
  */
 export function classifyPgError(err: unknown): PgFailure {
   const code = sqlState(err);
   if (code !== undefined) {
-    if (NODE_CODES.has(code) || code.startsWith('08') || UNAVAILABLE_STATES.has(code)) {
+    if (
+      NODE_CODES.has(code) ||
+      code.startsWith('08') ||
+      UNAVAILABLE_STATES.has(code) ||
+      UNAVAILABLE_CLASSES.includes(code.slice(0, 2))
+    ) {
       return 'unavailable';
     }
     if (code.startsWith('22') || code.startsWith('23')) return 'rejected';
@@ -64,12 +76,22 @@ export function classifyPgError(err: unknown): PgFailure {
   return 'retry';
 }
 
-/** The database's own words, with the SQLSTATE, constraint and column when it gave them. */
+/** How much of the database's `detail` an error message keeps. */
+const DETAIL_MAX = 200;
+
+/**
+ * The database's own words, with the SQLSTATE, constraint and column when it gave them. A
+ * data or constraint error's detail quotes the row ("Failing row contains (...)"), that is
+ * the task's output: it is left out, so no output is copied into error histories and logs.
+ */
 export function describePgError(err: unknown): string {
   if (!(err instanceof Error)) return String(err);
   const e = err as Error & { code?: unknown; constraint?: unknown; detail?: unknown };
   const parts = [e.message];
-  if (typeof e.detail === 'string' && e.detail !== '') parts.push(e.detail);
+  const quotesRow = typeof e.detail === 'string' && /^Failing row contains/.test(e.detail);
+  if (typeof e.detail === 'string' && e.detail !== '' && !quotesRow) {
+    parts.push(e.detail.length > DETAIL_MAX ? `${e.detail.slice(0, DETAIL_MAX)}...` : e.detail);
+  }
   const code = typeof e.code === 'string' ? ` (SQLSTATE ${e.code})` : '';
   return `${parts.join(': ')}${code}`;
 }

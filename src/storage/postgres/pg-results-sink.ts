@@ -58,6 +58,10 @@ interface ResultRow {
 }
 
 const decoder = new TextDecoder();
+/** A migration's statement bound: generous, since one may build an index over every row. */
+const MIGRATION_TIMEOUT_MS = 15 * 60_000;
+/** Rows one statement of a run's purge deletes. */
+const PURGE_BATCH = 10_000;
 // Undefined: a column a table of an older schema version lacks (a reader may come first).
 const iso = (d: Date | null | undefined): string | null => (d ? d.toISOString() : null);
 
@@ -100,9 +104,21 @@ export class PgResultsSink implements ResultsSink, ResultsReader {
     return this.migrated;
   }
 
+  /**
+   * Migrates on a connection of its own, not one of the pool's: a migration may build an
+   * index over every row, which the pool's statement bound would cut short on every try.
+   */
   private async migrateNow(): Promise<MigrateReport> {
-    const client = await this.pool.connect();
+    const client = new pg.Client({
+      connectionString: this.opts.url,
+      connectionTimeoutMillis: this.opts.connectTimeoutMs ?? 5_000,
+      query_timeout: MIGRATION_TIMEOUT_MS,
+      application_name: 'sonar',
+    });
+    // A connection the server drops while idle is reported here; the query that follows fails.
+    client.on('error', () => {});
     try {
+      await client.connect();
       const report = await migrate(client, this.tables, { by: this.opts.by });
       if (report.applied.length > 0) {
         this.opts.log?.info('results table migrated', {
@@ -112,7 +128,7 @@ export class PgResultsSink implements ResultsSink, ResultsReader {
       }
       return report;
     } finally {
-      client.release();
+      await client.end().catch(() => {});
     }
   }
 
@@ -162,17 +178,51 @@ export class PgResultsSink implements ResultsSink, ResultsReader {
     return res.rowCount === 1 ? 'written' : 'unchanged';
   }
 
+  /**
+   * Answers only when a write could succeed: connected, migrated, the table there, the server
+   * a primary (a standby answers `SELECT 1` too) and ours the right to write the table. So a
+   * paused pool resumes when its writes can land, not at the first answer.
+   */
   async probe(): Promise<void> {
-    await this.query('probe', undefined, 'SELECT 1');
+    const res = await this.query<{
+      standby: boolean;
+      read_only: string;
+      can_write: boolean | null;
+    }>(
+      'probe',
+      undefined,
+      `SELECT pg_is_in_recovery() AS standby, current_setting('transaction_read_only') AS read_only,
+         CASE WHEN to_regclass($1) IS NULL THEN NULL
+              ELSE has_table_privilege($1, 'INSERT, UPDATE, DELETE') END AS can_write`,
+      [this.tables.results],
+    );
+    const row = res.rows[0];
+    let why: string | null = null;
+    if (row?.standby === true || row?.read_only === 'on') why = 'the server is read-only';
+    else if (row?.can_write === null) {
+      this.migrated = null; // gone since it was created: the next call creates it again
+      why = `the table ${this.tables.results} is missing`;
+    } else if (row?.can_write !== true) {
+      why = `this user may not write ${this.tables.results} (INSERT, UPDATE, DELETE)`;
+    }
+    if (why !== null) throw new SinkUnavailableError(`results database not writable: ${why}`);
   }
 
+  /**
+   * Deletes a run's rows a batch at a time, so a run of a million tasks needs no statement
+   * longer than the sink's statement bound.
+   */
   async purgeRun(runId: string): Promise<void> {
-    await this.query(
-      `purge of run ${runId}`,
-      undefined,
-      `DELETE FROM ${this.tables.results} WHERE run_id = $1`,
-      [runId],
-    );
+    for (;;) {
+      const res = await this.query(
+        `purge of run ${runId}`,
+        undefined,
+        `DELETE FROM ${this.tables.results} WHERE ctid IN (
+           SELECT ctid FROM ${this.tables.results} WHERE run_id = $1 LIMIT ${PURGE_BATCH})`,
+        [runId],
+      );
+      if ((res.rowCount ?? 0) < PURGE_BATCH) return;
+    }
   }
 
   async get(runId: string, taskId: string): Promise<StoredResult | null> {

@@ -17,20 +17,30 @@ export const SSL_MODES = [
   'no-verify',
 ] as const;
 
+/** Query parameters libpq reads as secrets: `?password=` is as good as `user:password@`. */
+const SECRET_PARAMS = ['password', 'sslpassword'] as const;
+
 /**
- * The URL with its password replaced by `***`, for every message and log line that shows it.
- * A value that does not even parse is masked by its shape (`scheme://user:<anything>@`), so a
- * typo never prints the password either.
+ * The URL with its password replaced by `***`, for every message and log line that shows it:
+ * the `user:password@` part and the `password` and `sslpassword` parameters. A value that
+ * does not even parse is masked by its shape (everything between `scheme://user:` and the
+ * last `@` before the path, and every `password=` parameter), so a typo never prints the
+ * password either.
  */
 export function maskResultsUrl(raw: string): string {
+  let url: URL;
   try {
-    const url = new URL(raw);
-    if (url.password === '') return raw;
-    url.password = '***';
-    return url.toString();
+    url = new URL(raw);
   } catch (_err: unknown) {
-    return raw.replace(/^([a-z][a-z0-9+.-]*:\/\/[^:/@]*:)[^@]*@/i, '$1***@');
+    return raw
+      .replace(/^([a-z][a-z0-9+.-]*:\/\/[^:/@]*:)[^/]*@/i, '$1***@')
+      .replace(/([?&](?:ssl)?password=)[^&#]*/gi, '$1***');
   }
+  const secrets = SECRET_PARAMS.filter((name) => url.searchParams.has(name));
+  if (url.password === '' && secrets.length === 0) return raw;
+  if (url.password !== '') url.password = '***';
+  for (const name of secrets) url.searchParams.set(name, '***');
+  return url.toString();
 }
 
 /**
