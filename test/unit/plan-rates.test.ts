@@ -13,6 +13,8 @@ import {
 } from '../../actors/reconciler/tag-rates.js';
 import { statusText } from '../../src/cli/commands/status.js';
 import { statusView } from '../../src/cli/status-view.js';
+import { overviewMain } from '../../src/http/dashboard/pages/overview-page.js';
+import { buildOverview } from '../../src/http/dashboard/views/overview-view.js';
 import { at, reconcilerElected } from '../helpers/event-builders.js';
 import { World, entry, ms } from '../helpers/reconciler-world.js';
 
@@ -340,5 +342,30 @@ describe('sonar status', () => {
     expect(statusText(v, false)).toContain('rates     api 3/s (1 left)');
     // The CLI's own setting, when it has one, wins.
     expect(view(w, withRates('api=9/s')).rateLimited).toEqual({ api: { rate: '9/s', left: 7 } });
+  });
+});
+
+describe('the dashboard overview', () => {
+  const overview = (w: World) =>
+    buildOverview({
+      projection: w.p,
+      registry: fleet(10).map((e) => ({ ...e, running: [] })),
+      now: ms(10),
+      pulseTtlMs: 15_000,
+      capacityMultiplier: 1,
+      finalizeQueue: null,
+      lockHolder: null,
+    });
+
+  it("lists the served rate-limited tags by the leader's rates, with their tokens", () => {
+    const w = apiStep(4, 2, 10);
+    expect('rateLimited' in overview(w)).toBe(false);
+    w.add(
+      'sonar.events.system.reconciler',
+      reconcilerElected({ nodeId: 'b1', tagRates: 'api=3/s,gpu=1/s' }, at(1)),
+    );
+    const v = overview(w);
+    expect(v.rateLimited).toEqual([{ tag: 'api', rate: '3/s', left: 1 }]);
+    expect(overviewMain(v).value).toMatch(/Rate limits:[\s\S]*api[\s\S]*3\/s \(1 left\)/);
   });
 });
