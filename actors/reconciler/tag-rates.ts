@@ -114,3 +114,16 @@ export function tokensLeft(
   for (let i = times.length - 1; i >= 0 && held < rate.burst && times[i]! > since; i--) held++;
   return rate.burst - held;
 }
+
+/**
+ * When the bucket's next token comes back, for a bucket empty at `now`: the oldest publish
+ * still holding one, plus the window. Null when a token is left, or never (`0/...`).
+ */
+export function nextTokenAt(
+  times: readonly number[] | undefined,
+  rate: TagRate,
+  now: number,
+): number | null {
+  if (rate.burst === 0 || !times || tokensLeft(times, rate, now) > 0) return null;
+  return times[times.length - rate.burst]! + rate.windowMs;
+}

@@ -87,4 +87,57 @@ describe('per-tag rate limits with a real backend', () => {
       await b.stop();
     }
   }, 30_000);
+
+  it('places again as soon as a token comes back, not at the next tick', async () => {
+    const prefix = freshPrefix();
+    const b = await reconcilers.start(prefix, {
+      nodeId: 'node-t',
+      env: {
+        SONAR_TAG_RATES: 'api=2/500ms',
+        SONAR_PUBLISH_TIMEOUT: '1m',
+        SONAR_TICK: '4s',
+        SONAR_LOCK_TTL: '12s',
+        // A prompt pass reads the registry of the last tick: pulses must stay recent that long.
+        SONAR_PULSE_TTL: '10s',
+      },
+    });
+    try {
+      await eventually(() => b.component(ReconcilerLoop).isLeader(), { message: 'leads' });
+      const s = b.ctx.names.subjects;
+      const kv = await reconcilers.workers(prefix);
+      await b.append(s.worker('w1'), workerJoined({ workerId: 'w1', tags: ['api'] }));
+      await pulse(kv, 'w1', { tags: ['api'], slots: 20 });
+      const TASKS = 6;
+      await b.append(
+        s.step('r1', 'calls'),
+        stepCreated({ stepId: 'calls', tags: ['api'], taskCount: TASKS }),
+      );
+      for (let i = 0; i < TASKS; i++) {
+        await b.append(
+          s.task('r1', `c${i}`),
+          taskCreated({ stepId: 'calls', taskId: `c${i}`, tags: ['api'] }),
+        );
+      }
+      const keepPulsing = setInterval(
+        () => void pulse(kv, 'w1', { tags: ['api'], slots: 20 }),
+        300,
+      );
+      await b.append(s.run('r1'), runSubmitted({ stepIds: ['calls'], taskCount: TASKS }));
+      const published = await eventually(
+        async () => {
+          const events = await eventsOfType(b.ctx, s.task('r1', '*'), 'TaskPublished');
+          return events.length === TASKS && events;
+        },
+        { timeoutMs: 12_000 },
+      ).finally(() => clearInterval(keepPulsing));
+      const times = published.map((e) => Date.parse(e.time)).sort((x, y) => x - y);
+      for (let i = 2; i < times.length; i++) {
+        expect(times[i]! - times[i - 2]!).toBeGreaterThanOrEqual(500 - CLOCK_SLACK_MS);
+      }
+      // Three bursts of two, 500 ms apart: within one 4 s tick, not three ticks.
+      expect(times.at(-1)! - times[0]!).toBeLessThan(2_500);
+    } finally {
+      await b.stop();
+    }
+  }, 30_000);
 });

@@ -7,6 +7,7 @@ import { replay } from '../../actors/replay.js';
 import {
   MAX_RATE_WINDOW_MS,
   RATE_HISTORY,
+  nextTokenAt,
   parseTagRate,
   parseTagRates,
   tokensLeft,
@@ -63,6 +64,15 @@ describe('tag rates: syntax', () => {
       api: { burst: RATE_HISTORY, windowMs: 1_000, text: `${RATE_HISTORY}/s` },
       slow: { burst: 1, windowMs: MAX_RATE_WINDOW_MS, text: '1/h' },
     });
+  });
+
+  it('nextTokenAt: when an empty bucket gets its next token back', () => {
+    const rate = parseTagRate('2/s');
+    expect(nextTokenAt([4_000, 4_500], rate, 4_999)).toBe(5_000);
+    expect(nextTokenAt([4_000, 4_500], rate, 5_000)).toBeNull();
+    expect(nextTokenAt([4_500], rate, 4_999)).toBeNull();
+    expect(nextTokenAt(undefined, rate, 0)).toBeNull();
+    expect(nextTokenAt([4_000], parseTagRate('0/s'), 4_000)).toBeNull();
   });
 
   it('tokensLeft counts the publishes in (now - window, now], and any after now', () => {
