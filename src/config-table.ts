@@ -245,7 +245,7 @@ export const SETTINGS = {
     tagRates,
     'per-tag publish rate limits, e.g. api=20/s,gpu=1/m (unset: none)',
     BACKEND,
-    'Comma-separated `tag=count/period`: at most that many publishes to the tag in any such period, a token bucket the reconciler computes from the `TaskPublished` times in the log, so `sonar plan` (`--tag-rates`) and replay give the same decisions. The period is `s`, `m`, `h` or a duration (`40/2s`, `5/500ms`); the count may be fractional (`0.5/s` is 1 per 2 s) and its whole part is the burst. `0/s` stops publishing to the tag; a burst above 10000 or a window above 1h is refused. A tag leaves a tick with at most its burst, so write a period of at least `SONAR_TICK` (`40/2s`, not `20/s`, to reach 20/s with a 2 s tick). Republishes of requeued tasks count. See [Concepts](concepts.md#rate-limits).',
+    'Comma-separated `tag=count/period`: at most that many publishes to the tag in any such period, a token bucket the reconciler computes from the `TaskPublished` times in the log, so `sonar plan` (`--tag-rates`) and replay give the same decisions. The period is `s`, `m`, `h` or a duration (`40/2s`, `5/500ms`); the count may be fractional (`0.5/s` is 1 per 2 s) and its whole part is the burst. `0/s` stops publishing to the tag; a burst above 10000 or a window above 1h is refused. The leader runs a pass when an emptied bucket gets a token back, so a rate is reached whatever `SONAR_TICK` is. Republishes of requeued tasks count. See [Concepts](concepts.md#rate-limits).',
   ),
   SONAR_FINALIZERS: defaulted(
     'finalizers',
