@@ -14,6 +14,7 @@ import type { StepEvent } from './step/step.events.js';
 import { initialTaskContext, taskMachine } from './task/task.machine.js';
 import type { TaskContext, TaskState } from './task/task.machine.js';
 import type { TaskEvent } from './task/task.events.js';
+import { MAX_RATE_WINDOW_MS, RATE_HISTORY } from './reconciler/tag-rates.js';
 import { createTransitioner } from './transitioner.js';
 import type { ActionNames, Snap } from './transitioner.js';
 import { workerMachine } from './worker/worker.machine.js';
@@ -116,8 +117,24 @@ export interface Projection {
    * that its cost does not grow with every worker that ever joined and left.
    */
   workersInService: Set<string>;
-  /** The last `ReconcilerElected`; `honors` absent when an older leader wrote it. */
-  leader: { nodeId: string; time: string; seq: number; honors?: string[] } | null;
+  /**
+   * Per tag, the times (ms) of its recent `TaskPublished` events, ascending: what a tag's rate
+   * limit is computed from (actors/reconciler/tag-rates.ts). Bounded: at most
+   * {@link RATE_HISTORY} per tag, none older than {@link MAX_RATE_WINDOW_MS} behind the tag's
+   * newest, so a window or burst a rate may have always sees every publish in it.
+   */
+  publishTimes: Map<string, number[]>;
+  /**
+   * The last `ReconcilerElected`; `honors` absent when an older leader wrote it, `tagRates`
+   * when it enforces no rate limit too.
+   */
+  leader: {
+    nodeId: string;
+    time: string;
+    seq: number;
+    honors?: string[];
+    tagRates?: string;
+  } | null;
   /** Stream sequence of the last event applied. */
   lastSeq: number;
 }
@@ -142,6 +159,7 @@ export function createProjection(): Projection {
     activeRuns: new Set(),
     expiredRuns: new Map(),
     workersInService: new Set(),
+    publishTimes: new Map(),
     leader: null,
     lastSeq: 0,
   };
@@ -412,8 +430,14 @@ export function applyDecoded(
   if (seq > p.lastSeq) p.lastSeq = seq;
   if (ref.kind === 'system') {
     if (event.type === 'ReconcilerElected') {
-      const { nodeId, honors } = event.data;
-      p.leader = { nodeId, time: event.time, seq, ...(honors && { honors }) };
+      const { nodeId, honors, tagRates } = event.data;
+      p.leader = {
+        nodeId,
+        time: event.time,
+        seq,
+        ...(honors && { honors }),
+        ...(tagRates !== undefined && { tagRates }),
+      };
     }
     return { ok: true, ref, event, from, to, actions };
   }
@@ -442,6 +466,7 @@ export function applyDecoded(
       else p.stepTasks.set(stepKey, [ref.key]);
       index.order.set(ref.key, list ? list.length - 1 : 0);
     }
+    if (event.type === 'TaskPublished') notePublish(p, event.data.tag, Date.parse(event.time));
     if (from !== to) {
       if (from !== null && isOpen(from)) p.tasksByState[from].delete(ref.key);
       if (isOpen(to)) p.tasksByState[to].add(ref.key);
@@ -459,6 +484,28 @@ export function applyDecoded(
     else p.workersInService.delete(ref.key);
   }
   return { ok: true, ref, event, from, to, actions };
+}
+
+/** Times kept past the bound before trimming: trims are rare, so a publish costs O(1). */
+const TRIM_SLACK = 1024;
+
+/** Files one publish time under its tag, keeping the list ascending and bounded. */
+function notePublish(p: Projection, tag: string, at: number): void {
+  if (Number.isNaN(at)) return;
+  let times = p.publishTimes.get(tag);
+  if (!times) p.publishTimes.set(tag, (times = []));
+  let i = times.length;
+  // Server times follow stream order, but may step back a little when the stream's leader moves.
+  while (i > 0 && times[i - 1]! > at) i--;
+  if (i === times.length) times.push(at);
+  else times.splice(i, 0, at);
+  const newest = times[times.length - 1]!;
+  if (times.length > RATE_HISTORY + TRIM_SLACK) times.splice(0, times.length - RATE_HISTORY);
+  else if (times[0]! < newest - MAX_RATE_WINDOW_MS - 60_000) {
+    let cut = 0;
+    while (times[cut]! < newest - MAX_RATE_WINDOW_MS) cut++;
+    times.splice(0, cut);
+  }
 }
 
 function stepIndexOf(p: Projection, stepKey: string): StepIndex {

@@ -4,7 +4,9 @@
  * One projection with 1,000 workers over 50 tags and 10k tasks in flight (8k Running, 2k
  * Published), then 1k, 10k and 100k Pending tasks. Each row times `plan()` (and `progress()`)
  * on that state, median and worst of a few runs: the tick's cost, since plan is pure and
- * leaves the projection as it found it. Then the same with priorities and delays in use.
+ * leaves the projection as it found it. Then the same with priorities and delays in use, and
+ * then with rate limits on 15 of the tags as well (RATES: buckets with tokens, short
+ * windows, and buckets kept empty by the publishes in flight).
  * Target: plan <= 50 ms at 100k Pending, growing no faster than linearly.
  *
  * Then submit-to-start latency on an idle fleet: a real nats-server, one backend with the
@@ -15,6 +17,8 @@
 import { connect } from '@nats-io/transport-node';
 import { progress } from '../actors/reconciler/progress.js';
 import { resolvePlanConfig } from '../actors/reconciler/config.js';
+import type { PlanConfig } from '../actors/reconciler/config.js';
+import { parseTagRates } from '../actors/reconciler/tag-rates.js';
 import { plan } from '../actors/reconciler/plan.js';
 import type { LiveWorker } from '../actors/reconciler/fleet.js';
 import { Backend } from '../src/backend/backend.js';
@@ -60,7 +64,7 @@ function table(header: string[], rows: string[][]): void {
  * to 2, a tenth of the tasks with a priority of their own, a fifth delayed past `now` (their
  * own notBefore), and one run in five held back whole by its steps' delay.
  */
-function planRows(placement: boolean): string[][] {
+function planRows(placement: boolean, config: PlanConfig): string[][] {
   const w = new World();
   for (let i = 0; i < WORKERS; i++) w.worker(`w${i}`, workerTags(i), SLOTS);
 
@@ -118,6 +122,7 @@ function planRows(placement: boolean): string[][] {
     const progressMs: number[] = [];
     let placed = 0;
     let delayed = 0;
+    let limited = 0;
     for (let r = 0; r < 3; r++) plan(w.p, live, now, config); // JIT warm-up, not measured
     for (let r = 0; r < REPEATS; r++) {
       const t0 = performance.now();
@@ -129,6 +134,7 @@ function planRows(placement: boolean): string[][] {
       progressMs.push(t2 - t1);
       placed = d.publish.length;
       delayed = Object.values(d.delayed ?? {}).reduce((a, b) => a + b, 0);
+      limited = Object.values(d.rateLimited ?? {}).filter((r) => r.left === 0).length;
     }
     rows.push([
       String(w.p.tasksByState.Pending.size),
@@ -136,6 +142,7 @@ function planRows(placement: boolean): string[][] {
       String(w.p.tasksByState.Published.size + w.p.tasksByState.Running.size),
       String(w.p.activeSteps.size),
       String(placed),
+      ...(config.tagRates ? [String(limited)] : []),
       median(planMs).toFixed(2),
       Math.max(...planMs).toFixed(2),
       median(progressMs).toFixed(2),
@@ -152,15 +159,30 @@ const live: LiveWorker[] = Array.from({ length: WORKERS }, (_, i) => ({
   active: true,
   pulseAt: at(59),
 }));
+/**
+ * Rate limits on 15 of the 50 tags, each holding 200 tasks in flight published 60 s before
+ * `now`: five with tokens to spare (1000/h: 800 left), five whose window is long past those
+ * publishes (20/s: the whole burst), five that those publishes keep empty (150/h: 0 left).
+ */
+const RATES = Array.from({ length: 15 }, (_, i) => {
+  const rate = i < 5 ? '1000/h' : i < 10 ? '20/s' : '150/h';
+  return `${tag(i)}=${rate}`;
+}).join(',');
 const config = resolvePlanConfig();
 const COLUMNS = ['in flight', 'active steps', 'placed/tick', 'plan p50 ms', 'plan max ms'];
 
 console.log(`plan tick: ${WORKERS} workers over ${TAGS} tags (${SLOTS} slots each)`);
-table(['pending', ...COLUMNS, 'progress p50 ms'], planRows(false));
+table(['pending', ...COLUMNS, 'progress p50 ms'], planRows(false, config));
 console.log(
   '\nwith priorities (-1 to 3, a tenth of tasks their own) and delays (a fifth, and whole runs)',
 );
-table(['pending', 'delayed', ...COLUMNS, 'progress p50 ms'], planRows(true));
+table(['pending', 'delayed', ...COLUMNS, 'progress p50 ms'], planRows(true, config));
+console.log(
+  '\nwith priorities, delays and rate limits on 15 tags (5 x 1000/h, 5 x 20/s, 5 x 150/h)',
+);
+const rated = resolvePlanConfig({ tagRates: parseTagRates(RATES) });
+const RATED_COLUMNS = [...COLUMNS.slice(0, 3), 'tags out of tokens', ...COLUMNS.slice(3)];
+table(['pending', 'delayed', ...RATED_COLUMNS, 'progress p50 ms'], planRows(true, rated));
 
 /** Submit-to-start on an idle fleet: one backend, one worker, runs submitted one by one. */
 async function submitToStart(): Promise<number[]> {

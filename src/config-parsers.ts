@@ -4,6 +4,8 @@
  */
 import { PREFIX_RE } from '../streams/names.js';
 import { parseDuration, parseSize } from './duration.js';
+import { parseTagRates } from '../actors/reconciler/tag-rates.js';
+import type { TagRates } from '../actors/reconciler/tag-rates.js';
 
 /** A setting's value as given: an environment string, or a number from code or a flag. */
 export type Raw = string | number;
@@ -47,6 +49,9 @@ export const sizeOrAuto: Parser<number | 'auto'> = (raw) => {
     throw new Error(`${show(raw)} is not a size or auto (e.g. 8GiB)`);
   }
 };
+
+/** `tag=rate` pairs, comma-separated (actors/reconciler/tag-rates.ts). */
+export const tagRates: Parser<TagRates> = (raw) => parseTagRates(String(raw));
 
 export const positiveNumber: Parser<number> = (raw) => {
   const trimmed = String(raw).trim();

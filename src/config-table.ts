@@ -16,6 +16,7 @@ import {
   prefix,
   size,
   sizeOrAuto,
+  tagRates,
   text,
 } from './config-parsers.js';
 import type { Parser } from './config-parsers.js';
@@ -238,6 +239,13 @@ export const SETTINGS = {
     'priority aging: a waiting level ranks one higher per this long (0: off)',
     BACKEND,
     'The starvation guard of priorities: a level ranks as its priority plus one for every this long its longest-waiting due task has waited, so lower priorities still progress under sustained higher-priority load (see [Concepts](concepts.md#placement)). `0` turns aging off. Unused while every task has the same priority.',
+  ),
+  SONAR_TAG_RATES: optional(
+    'tagRates',
+    tagRates,
+    'per-tag publish rate limits, e.g. api=20/s,gpu=1/m (unset: none)',
+    BACKEND,
+    'Comma-separated `tag=count/period`: at most that many publishes to the tag in any such period, a token bucket the reconciler computes from the `TaskPublished` times in the log, so `sonar plan` (`--tag-rates`) and replay give the same decisions. The period is `s`, `m`, `h` or a duration (`40/2s`, `5/500ms`); the count may be fractional (`0.5/s` is 1 per 2 s) and its whole part is the burst. `0/s` stops publishing to the tag; a burst above 10000 or a window above 1h is refused. The leader runs a pass when an emptied bucket gets a token back, so a rate is reached whatever `SONAR_TICK` is. Republishes of requeued tasks count. See [Concepts](concepts.md#rate-limits).',
   ),
   SONAR_FINALIZERS: defaulted(
     'finalizers',

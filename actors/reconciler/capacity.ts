@@ -26,6 +26,11 @@ export interface Capacity {
   tags: Map<string, number>;
   /** Per Ready step with `maxConcurrent`. */
   steps: Map<string, number>;
+  /**
+   * Per rate-limited tag advertised by an eligible worker: the publishes its bucket still
+   * allows (tag-rates.ts). A tag not listed has no rate limit.
+   */
+  tokens?: Map<string, number>;
 }
 
 /**
@@ -73,12 +78,26 @@ export function capacityView(cap: Capacity): CapacityView {
   return { global: Math.max(0, cap.global), tags, steps };
 }
 
-/** The serviceable target tag with the most capacity left; ties go to the first tag by name. */
-function bestTag(targets: readonly string[], tags: ReadonlyMap<string, number>): string | null {
+/**
+ * What a tag can still take this tick: its capacity, or fewer when its rate limit allows fewer
+ * publishes; undefined when no eligible worker advertises it.
+ */
+function leftOf(tag: string, cap: Capacity): number | undefined {
+  const left = cap.tags.get(tag);
+  const tokens = cap.tokens?.get(tag);
+  return tokens === undefined || left === undefined ? left : Math.min(left, tokens);
+}
+
+/**
+ * The serviceable target tag that can take the most (capacity, within its rate limit); ties go
+ * to the first tag by name. A tag whose bucket is empty is passed over like a full one, so a
+ * task that may also go elsewhere goes elsewhere.
+ */
+function bestTag(targets: readonly string[], cap: Capacity): string | null {
   let best: string | null = null;
   let bestLeft = 0;
   for (const tag of targets) {
-    const left = tags.get(tag);
+    const left = leftOf(tag, cap);
     if (left === undefined || left <= 0) continue;
     if (best === null || left > bestLeft || (left === bestLeft && tag < best)) {
       best = tag;
@@ -88,12 +107,15 @@ function bestTag(targets: readonly string[], tags: ReadonlyMap<string, number>):
   return best;
 }
 
-/** Whether any tag a step's Pending tasks name still has capacity (else stop reading it). */
-function anyTagLeft(s: ReadyStep, p: Projection, tags: ReadonlyMap<string, number>): boolean {
-  for (const tag of s.index.pendingTags.keys()) if ((tags.get(tag) ?? 0) > 0) return true;
+/**
+ * Whether any tag a step's Pending tasks name can still take a task (else stop reading it): a
+ * step whose tags are full or out of tokens is left at once, and other steps go on.
+ */
+function anyTagLeft(s: ReadyStep, p: Projection, cap: Capacity): boolean {
+  for (const tag of s.index.pendingTags.keys()) if ((leftOf(tag, cap) ?? 0) > 0) return true;
   for (const key of s.requeuedNow) {
     for (const tag of p.tasks.get(key)!.snapshot.context.spec.tags) {
-      if ((tags.get(tag) ?? 0) > 0) return true;
+      if ((leftOf(tag, cap) ?? 0) > 0) return true;
     }
   }
   return false;
@@ -104,9 +126,10 @@ function anyTagLeft(s: ReadyStep, p: Projection, tags: ReadonlyMap<string, numbe
  * of {@link placementLevels}, each as turns of a round-robin over its steps in creation order,
  * each step placing up to `batch` tasks a turn in creation order, each task to its serviceable
  * target tag with the most capacity left, every placement charged to tag, global and step
- * capacity. A level is left once no task of it can be placed; the next takes what capacity is
- * left. A task not yet due (`notBefore`, `retryAt`), or whose target tags have no capacity
- * left, is passed over for this tick. Runs until no capacity or no placeable task is left.
+ * capacity, and to the tag's rate limit when it has one. A level is left once no task of it can
+ * be placed; the next takes what capacity is left. A task not yet due (`notBefore`,
+ * `retryAt`), or whose target tags have no capacity or no tokens left, is passed over for this
+ * tick. Runs until no capacity or no placeable task is left.
  * Consumes `cap`.
  */
 export function waterFill(
@@ -150,10 +173,10 @@ function fillLevel(
           break;
         }
         const c = p.tasks.get(key)!.snapshot.context;
-        const tag = bestTag(c.spec.tags, cap.tags);
+        const tag = bestTag(c.spec.tags, cap);
         if (tag === null) {
           // Capacity only shrinks within a tick: once no tag of the step has any, stop reading it.
-          if (!anyTagLeft(s, p, cap.tags)) {
+          if (!anyTagLeft(s, p, cap)) {
             done[i] = true;
             open--;
             break;
@@ -162,6 +185,8 @@ function fillLevel(
         }
         out.push({ task: key, tag });
         cap.tags.set(tag, cap.tags.get(tag)! - 1);
+        const tokens = cap.tokens?.get(tag);
+        if (tokens !== undefined) cap.tokens!.set(tag, tokens - 1);
         cap.global--;
         if (stepLeft !== undefined) cap.steps.set(s.key, stepLeft - 1);
         placed++;

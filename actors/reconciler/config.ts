@@ -1,3 +1,5 @@
+import type { TagRates } from './tag-rates.js';
+
 /**
  * The reconciler's judgement settings (DESIGN.md sections 4, 5 and 8). Every field is a flag
  * of `sonar plan` and an option of the backend; durations are milliseconds.
@@ -55,6 +57,13 @@ export interface PlanConfig {
    * @defaultValue 60000 (1 min, `SONAR_PRIORITY_AGING`)
    */
   priorityAgingMs?: number;
+  /**
+   * Per-tag rate limits: at most `burst` publishes to a tag in any `windowMs`, counted from the
+   * projection's `TaskPublished` times (actors/reconciler/tag-rates.ts). A tag not listed is
+   * not limited; absent: none is.
+   * @defaultValue none (`SONAR_TAG_RATES`)
+   */
+  tagRates?: TagRates;
   /**
    * How long the deciding backend has been in steady contact with the server (connected,
    * JetStream answering). A Published task's wait counts from then at the earliest: while the

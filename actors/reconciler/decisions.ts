@@ -28,6 +28,13 @@ export interface Decisions {
    * order. Absent when there are none, so that a plan without delays prints as it always did.
    */
   delayed?: Record<string, number>;
+  /**
+   * Per rate-limited tag advertised by an eligible worker, in tag name order: its rate as
+   * written and the publishes its bucket allowed this tick, before its placements (like
+   * `capacity`). Absent when no such tag, so that a plan without rate limits prints as it
+   * always did.
+   */
+  rateLimited?: Record<string, { rate: string; left: number }>;
 }
 
 /**

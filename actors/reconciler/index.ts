@@ -6,6 +6,7 @@ export * from './pending-order.js';
 export * from './delays.js';
 export * from './priority-order.js';
 export * from './honors.js';
+export * from './tag-rates.js';
 export * from './capacity.js';
 export * from './starvation.js';
 export * from './progress.js';

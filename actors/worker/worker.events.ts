@@ -30,6 +30,12 @@ export const systemEventData = {
     nodeId: z.string().min(1),
     /** What its planner honors (reconciler/honors.ts); absent from an older leader's. */
     honors: z.array(z.string()).optional(),
+    /**
+     * The per-tag rate limits its planner enforces, as `SONAR_TAG_RATES` is written
+     * (reconciler/tag-rates.ts, formatTagRates); absent when it has none, and from an older
+     * leader's. `sonar plan` takes them when not told otherwise.
+     */
+    tagRates: z.string().optional(),
   }),
 } as const;
 

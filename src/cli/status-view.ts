@@ -2,7 +2,8 @@ import type { Projection } from '../../actors/projection.js';
 import type { PlanConfig } from '../../actors/reconciler/config.js';
 import { delayedTasks } from '../../actors/reconciler/delays.js';
 import { plan } from '../../actors/reconciler/plan.js';
-import type { CapacityView } from '../../actors/reconciler/decisions.js';
+import type { CapacityView, Decisions } from '../../actors/reconciler/decisions.js';
+import { parseTagRates } from '../../actors/reconciler/tag-rates.js';
 import type { TaskState } from '../../actors/task/task.machine.js';
 import { TASK_STATES, tasksByState } from '../backend/storage/index.js';
 import type { LiveEntry } from '../backend/reconciler/index.js';
@@ -30,6 +31,11 @@ export interface StatusView {
   }[];
   /** As the reconciler computes it (DESIGN.md section 5), negatives shown as 0. */
   capacity: CapacityView;
+  /**
+   * Rate-limited tags an eligible worker serves, with the publishes their bucket allows now
+   * (`plan --json`'s `rateLimited`), by the rates the leader announced; absent when none.
+   */
+  rateLimited?: NonNullable<Decisions['rateLimited']>;
   /**
    * Tasks by state (zero counts left out) per run and step, steps in run-file order. A run
    * evicted by retention (`RunExpired`) keeps only its summary: `expired` is set, with its
@@ -113,6 +119,20 @@ function shownRuns(p: Projection, input: StatusInput): string[] {
   return [...p.runs.keys()].filter((r) => open.has(r));
 }
 
+/**
+ * The rates the planner of the last leader announced, unless the config sets some: a CLI
+ * process rarely has the backend's SONAR_TAG_RATES, and the leader's are the ones in force.
+ */
+function withLeaderRates(p: Projection, config: PlanConfig): PlanConfig {
+  const announced = p.leader?.tagRates;
+  if (config.tagRates !== undefined || announced === undefined) return config;
+  try {
+    return { ...config, tagRates: parseTagRates(announced) };
+  } catch (_err: unknown) {
+    return config; // a value this build cannot read: shown without limits, as an older CLI would
+  }
+}
+
 /** Builds the status from what the CLI read; pure, so it is tested without a server. */
 export function statusView(input: StatusInput): StatusView {
   const p = input.projection;
@@ -121,7 +141,7 @@ export function statusView(input: StatusInput): StatusView {
     const w = p.tasks.get(key)!.snapshot.context.workerId;
     if (w !== null) running.set(w, (running.get(w) ?? 0) + 1);
   }
-  const decisions = plan(p, input.entries, input.now, input.planConfig);
+  const decisions = plan(p, input.entries, input.now, withLeaderRates(p, input.planConfig));
   const runs: StatusView['runs'] = {};
   for (const runId of shownRuns(p, input)) {
     const expired = p.expiredRuns.get(runId);
@@ -189,6 +209,7 @@ export function statusView(input: StatusInput): StatusView {
       };
     }),
     capacity: decisions.capacity,
+    ...(decisions.rateLimited && { rateLimited: decisions.rateLimited }),
     runs,
     starved: decisions.starved.filter(
       (key) => input.runId === undefined || key.startsWith(`${input.runId}.`),

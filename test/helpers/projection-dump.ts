@@ -30,6 +30,7 @@ export function dumpProjection(p: Projection) {
     activeRuns: [...p.activeRuns],
     expiredRuns: [...p.expiredRuns],
     workersInService: [...p.workersInService],
+    publishTimes: [...p.publishTimes].map(([tag, times]) => [tag, [...times]]),
     leader: p.leader,
     lastSeq: p.lastSeq,
   };

@@ -40,7 +40,13 @@ interface Folded {
   schedules: Map<string, ScheduleSnap>;
   /** Final states of the runs `RunExpired` evicted. */
   expired: Map<string, string>;
-  leader: { nodeId: string; time: string; seq: number; honors?: string[] } | null;
+  leader: {
+    nodeId: string;
+    time: string;
+    seq: number;
+    honors?: string[];
+    tagRates?: string;
+  } | null;
 }
 
 export interface ReferenceResult {
@@ -206,8 +212,14 @@ function expire(f: Folded, ref: AggregateRef, event: SonarEvent): string | null 
 function applyOne(f: Folded, ref: AggregateRef, event: SonarEvent, seq: number): string | null {
   if (ref.kind === 'system') {
     if (event.type !== 'ReconcilerElected') return refuse('system', null, event.type);
-    const { nodeId, honors } = event.data;
-    f.leader = { nodeId, time: event.time, seq, ...(honors && { honors }) };
+    const { nodeId, honors, tagRates } = event.data;
+    f.leader = {
+      nodeId,
+      time: event.time,
+      seq,
+      ...(honors && { honors }),
+      ...(tagRates !== undefined && { tagRates }),
+    };
     return null;
   }
   if (event.type === 'RunExpired' || event.type === 'WorkerExpired') return expire(f, ref, event);

@@ -1,6 +1,6 @@
 import { describe, it, expect, beforeAll, afterAll } from 'vitest';
 import { execFile } from 'node:child_process';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -8,6 +8,7 @@ import {
   at,
   jsonl,
   line,
+  reconcilerElected,
   runSubmitted,
   stepCreated,
   subject,
@@ -105,6 +106,51 @@ describe('sonar plan', () => {
     expect(stdout).toContain('capacity: global 0; tags linux 0; steps none');
     expect(stdout).toContain('requeue: none');
     expect(stdout).toContain('publish: none');
+  });
+
+  it('--tag-rates limits a tag and prints rateLimited; a bad rate is refused naming it', async () => {
+    const { stdout, code } = await planOf(
+      'live.json',
+      at(11 * 60),
+      '--json',
+      '--tag-rates',
+      'linux=1/s',
+    );
+    expect(code).toBe(0);
+    const d = JSON.parse(stdout) as { publish: unknown[]; rateLimited: unknown };
+    expect(d.publish).toEqual([{ task: 'r1.t0', tag: 'linux' }]);
+    expect(d.rateLimited).toEqual({ linux: { rate: '1/s', left: 1 } });
+    const text = await planOf('live.json', at(11 * 60), '--tag-rates', 'linux=1/s');
+    expect(text.stdout).toContain('rate-limited tags (1):\n  linux  1/s  1 left');
+    const bad = await planOf('live.json', at(0), '--tag-rates', 'linux=abc');
+    expect(bad).toMatchObject({
+      code: 2,
+      stderr:
+        'sonar: --tag-rates: "linux=abc" is not a rate: count/period (e.g. api=20/s, 1/m, 0.5/s, 40/2s)\n',
+    });
+  });
+
+  it("takes the rates the log's last leader announced, unless --tag-rates says otherwise", async () => {
+    const log = join(dir, 'elected.jsonl');
+    const events = `${jsonl([
+      line(
+        11,
+        subject.system('reconciler'),
+        reconcilerElected({ nodeId: 'b1', tagRates: 'linux=2/m' }),
+      ),
+    ]).join('\n')}\n`;
+    await writeFile(log, (await readFile(join(dir, 'events.jsonl'), 'utf8')) + events);
+    const plan = (...flags: string[]) =>
+      sonarPlan(log, '--live', join(dir, 'live.json'), '--now', at(11 * 60), '--json', ...flags);
+    const announced = await plan();
+    expect(announced.stderr).toContain('note: the rates the last leader announced: linux=2/m');
+    expect(JSON.parse(announced.stdout)).toMatchObject({
+      rateLimited: { linux: { rate: '2/m', left: 2 } },
+    });
+    expect((JSON.parse(announced.stdout) as { publish: unknown[] }).publish).toHaveLength(2);
+    const none = await plan('--tag-rates', '');
+    expect('rateLimited' in (JSON.parse(none.stdout) as object)).toBe(false);
+    expect((JSON.parse(none.stdout) as { publish: unknown[] }).publish).toHaveLength(3);
   });
 
   it('refuses a bad flag or a bad live.json with exit 2', async () => {

@@ -58,6 +58,8 @@ const EXPECTED_SKIPS: Record<string, number[]> = {
   'retention-expiry': [21, 22, 23, 24, 26, 27, 28, 29, 30, 32, 35, 36],
   // a task priority out of range, a notBefore that is no time, an unknown backoff
   'priorities-and-delays': [12, 13, 14],
+  // an election whose tagRates is not a string
+  'rate-limits': [17],
   // A second fire of a due time and an earlier one; a due fire while paused; the same manual
   // run twice; a due time of the pause after resume; a fire, a resume and a re-creation after
   // delete; a creation under another name, with both cron and interval, with an unknown
@@ -84,6 +86,7 @@ const EXPECTED_LEADER: Record<string, { nodeId: string; seq: number }> = {
   'worker-states': { nodeId: 'backend-a', seq: 1 },
   'reconciler-elected': { nodeId: 'backend-a', seq: 13 },
   'priorities-and-delays': { nodeId: 'backend-b', seq: 1 },
+  'rate-limits': { nodeId: 'backend-a', seq: 1 },
   schedules: { nodeId: 'backend-a', seq: 1 },
   'schedule-run-refused': { nodeId: 'backend-a', seq: 1 },
   // The chaos runs' last elections (a failover elects again; the first leader may keep it).

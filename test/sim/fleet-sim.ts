@@ -35,6 +35,7 @@ import {
 import { World } from '../helpers/reconciler-world.js';
 import { checkPlacement, eligibleSlots } from './invariants.js';
 import { checkNotBefore, checkPriorityOrder, wasDelayed } from './placement-invariants.js';
+import { RateWatch, checkStarvedHaveNoWorker } from './rate-invariants.js';
 import { Prng } from './prng.js';
 
 export interface SimOptions {
@@ -77,6 +78,10 @@ export interface SimStats {
   delayedPlaced: number;
   /** Most tasks delayed at once (plan's `delayed`, summed). */
   maxDelayed: number;
+  /** Publishes to rate-limited tags. */
+  ratePublished: number;
+  /** Ticks x rate-limited tags where the bucket held back a task that was waiting for it. */
+  rateHeld: number;
   tasksByState: Record<string, number>;
   runsByState: Record<string, number>;
 }
@@ -186,14 +191,18 @@ export class FleetSim {
     maxInFlight: 0,
     delayedPlaced: 0,
     maxDelayed: 0,
+    ratePublished: 0,
+    rateHeld: 0,
     tasksByState: {},
     runsByState: {},
   };
   private readonly submitAt: number[] = [];
+  private readonly rateWatch: RateWatch;
 
   constructor(private readonly opts: SimOptions) {
     this.rng = new Prng(opts.seed);
     this.config = resolvePlanConfig(opts.config);
+    this.rateWatch = new RateWatch(this.config.tagRates ?? {});
     // `rare` has a handful of workers that all crash for a while: its steps starve.
     this.tagNames = [
       ...Array.from({ length: opts.tags - 1 }, (_, i) => `tag${String(i).padStart(2, '0')}`),
@@ -568,6 +577,16 @@ export class FleetSim {
       this.queues.get(tag)!.push({ key: task, attemptId });
     }
     this.stats.published += d.publish.length;
+    for (const v of this.rateWatch.check(d, this.t)) this.violations.push(`t=${this.iso}: ${v}`);
+    for (const v of checkStarvedHaveNoWorker(this.p, d, slots.byTag)) {
+      this.violations.push(`t=${this.iso}: ${v}`);
+    }
+    for (const [tag, { left }] of Object.entries(d.rateLimited ?? {})) {
+      const placed = d.publish.filter((x) => x.tag === tag).length;
+      this.stats.ratePublished += placed;
+      // The bucket ran dry with tasks on the tag still Pending: the rate held them back.
+      if (placed === left && this.pendingOn(tag)) this.stats.rateHeld++;
+    }
     for (const problem of checkPlacement(this.p, slots, d, config)) {
       this.violations.push(`t=${this.iso}: ${problem}`);
     }
@@ -609,6 +628,15 @@ export class FleetSim {
       }),
     );
     this.hash.update('\n');
+  }
+
+  /** Whether a Ready step still has Pending tasks naming `tag`. */
+  private pendingOn(tag: string): boolean {
+    for (const key of this.p.activeSteps) {
+      if (this.p.steps.get(key)!.snapshot.value !== 'Ready') continue;
+      if ((this.p.stepIndex.get(key)?.pendingTags.get(tag) ?? 0) > 0) return true;
+    }
+    return false;
   }
 
   private done(): boolean {

@@ -1,4 +1,5 @@
 import { describe, it, expect } from 'vitest';
+import { parseTagRates } from '../../actors/reconciler/tag-rates.js';
 import { FleetSim } from './fleet-sim.js';
 import type { SimOptions, SimStats } from './fleet-sim.js';
 
@@ -73,6 +74,30 @@ describe('reconciler simulation (seeded fleet, simulated clock)', () => {
     expect(second.hash).toBe(first.hash);
     expect(second.stats).toEqual(first.stats);
   }, 120_000);
+
+  it('with priorities, delays AND rate-limited tags: no tag over its rate in any window, every invariant every tick, byte for byte per seed', () => {
+    // A whole-number rate, one with a bigger burst over a longer period, a fractional one,
+    // and `rare`, whose workers all crash for a while (its steps starve, rate or not).
+    const rated: SimOptions = {
+      ...PLACEMENT,
+      config: { tagRates: parseTagRates('tag05=3/s,tag10=8/4s,tag00=0.5/s,rare=2/s') },
+    };
+    const first = new FleetSim(rated).run();
+    const { stats } = first;
+    console.log('simulation with priorities, delays and rate limits:', JSON.stringify(stats));
+    expect(first.violations.slice(0, 20)).toEqual([]);
+    expect(first.unfinished.slice(0, 20)).toEqual([]);
+    expect(stats.ratePublished).toBeGreaterThan(0);
+    expect(stats.rateHeld).toBeGreaterThan(0);
+    expect(stats.delayedPlaced).toBeGreaterThan(0);
+    for (const seen of ['dead', 'starvedEvents', 'servedEvents'] as const) {
+      expect(stats[seen], seen).toBeGreaterThan(0);
+    }
+    const second = new FleetSim(rated).run();
+    expect(second.hash).toBe(first.hash);
+    expect(second.stats).toEqual(first.stats);
+    expect(first.hash).not.toBe(new FleetSim(PLACEMENT).run().hash);
+  }, 180_000);
 
   it('with aging off, no lower priority ever takes a tag a due higher one could have had', () => {
     const strict = { ...PLACEMENT, runs: 6, config: { priorityAgingMs: 0 } };

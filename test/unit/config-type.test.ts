@@ -2,6 +2,7 @@
 // type. The type is what the SDK's users compile against, so a change to the settings table
 // that changes it must show here. Checked by the typecheck (tsc), not at run time.
 import { describe, expectTypeOf, it } from 'vitest';
+import type { TagRates } from '../../actors/reconciler/tag-rates.js';
 import type { S3Config, SonarConfig } from '../../src/config.js';
 import type { CommandPolicy } from '../../src/worker/command-policy.js';
 
@@ -37,6 +38,7 @@ interface ExpectedSonarConfig {
   capacityMultiplier: number;
   dispatchBatch: number;
   priorityAgingMs: number;
+  tagRates?: TagRates;
   finalizers: number;
   finalizeLeaseMs: number;
   finalizeMaxDeliver: number;

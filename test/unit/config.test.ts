@@ -114,6 +114,7 @@ describe('loadConfig', () => {
         SONAR_CAPACITY_MULTIPLIER: '1.5',
         SONAR_DISPATCH_BATCH: '16',
         SONAR_PRIORITY_AGING: '0',
+        SONAR_TAG_RATES: 'api=20/s, gpu=0.5/m',
         SONAR_FINALIZERS: '2',
         SONAR_FINALIZE_LEASE: '45s',
         SONAR_FINALIZE_MAX_DELIVER: '10',
@@ -162,6 +163,10 @@ describe('loadConfig', () => {
         capacityMultiplier: 1.5,
         dispatchBatch: 16,
         priorityAgingMs: 0,
+        tagRates: {
+          api: { burst: 20, windowMs: 1_000, text: '20/s' },
+          gpu: { burst: 1, windowMs: 120_000, text: '0.5/m' },
+        },
         finalizers: 2,
         finalizeLeaseMs: 45_000,
         finalizeMaxDeliver: 10,
@@ -211,6 +216,30 @@ describe('loadConfig', () => {
 
     it('accepts HTTP port 0 (any free port)', () => {
       expect(loadConfig({ SONAR_HTTP_PORT: '0' }).httpPort).toBe(0);
+    });
+
+    it('reads SONAR_TAG_RATES and names the variable and the bad item', () => {
+      expect(loadConfig({}).tagRates).toBeUndefined();
+      expect(loadConfig({ SONAR_TAG_RATES: '' }).tagRates ?? {}).toEqual({});
+      expect(loadConfig({ SONAR_TAG_RATES: 'a=0/s,b=2.5/s' }).tagRates).toEqual({
+        a: { burst: 0, windowMs: 1_000, text: '0/s' },
+        b: { burst: 2, windowMs: 800, text: '2.5/s' },
+      });
+      expect(() => loadConfig({ SONAR_TAG_RATES: 'api=abc' })).toThrow(
+        'SONAR_TAG_RATES: "api=abc" is not a rate: count/period (e.g. api=20/s, 1/m, 0.5/s, 40/2s)',
+      );
+      expect(() => loadConfig({ SONAR_TAG_RATES: 'api' })).toThrow(
+        'SONAR_TAG_RATES: "api" is not tag=rate',
+      );
+      expect(() => loadConfig({ SONAR_TAG_RATES: 'api=1/s,api=2/s' })).toThrow(
+        'SONAR_TAG_RATES: "api=2/s" gives tag api a second rate',
+      );
+      expect(() => loadConfig({ SONAR_TAG_RATES: 'api=20001/s' })).toThrow(
+        'SONAR_TAG_RATES: "api=20001/s" allows a burst of 20001, more than the 10000',
+      );
+      expect(() => loadConfig({ SONAR_TAG_RATES: 'api=0.5/h' })).toThrow(
+        'SONAR_TAG_RATES: "api=0.5/h" holds a token for 7200000 ms, longer than the 1h',
+      );
     });
 
     it('reads the HTTP hardening settings and names a bad value', () => {
@@ -410,7 +439,7 @@ describe('loadConfig', () => {
 
 describe('configVariables', () => {
   it('lists the SONAR_* variables of DESIGN.md §9', () => {
-    expect(configVariables).toHaveLength(55);
+    expect(configVariables).toHaveLength(56);
     expect(configVariables[0]).toBe('SONAR_NATS_URL');
     expect(configVariables.every((v) => v.startsWith('SONAR_'))).toBe(true);
   });

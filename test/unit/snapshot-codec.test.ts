@@ -107,12 +107,27 @@ function mixedLog(tasks: number): string[] {
   return out.map((l) => JSON.stringify(l));
 }
 
+/** A snapshot as format 4 wrote it: no `publishTimes` rows (the end line counts the rest). */
+function asFormat4(text: string): string {
+  const lines = text.split('\n').filter((l) => !l.startsWith('["publishTimes",'));
+  return lines
+    .map((l, i) => {
+      if (i === 0) return JSON.stringify({ ...(JSON.parse(l) as object), version: 4 });
+      if (!l.startsWith('["end",')) return l;
+      return JSON.stringify(['end', lines.filter((x) => x !== '').length - 2]);
+    })
+    .join('\n');
+}
+
+/** The dump of a projection restored from a snapshot without publish times. */
+const withoutPublishTimes = (p: Projection) => ({ ...dumpProjection(p), publishTimes: [] });
+
 /**
  * A format-3 snapshot of a projection with no expired runs, as format 2 wrote it: no
  * `expiredRuns` count in the header (and no `expiredRun` rows, since there are none).
  */
 function asFormat2(text: string): string {
-  return text
+  return asFormat4(text)
     .split('\n')
     .map((l, i) => {
       if (i !== 0) return l;
@@ -251,14 +266,26 @@ describe('snapshot codec', () => {
       .join('\n');
     expect(v1).toContain('"version":1');
     expect(v1).toMatch(/\["stepIndex","[^"]+",\{[^}]*\},\[\["/); // pairs, as format 1 wrote them
-    expect(dumpProjection(decode(v1).projection)).toStrictEqual(dumpProjection(p));
+    expect(dumpProjection(decode(v1).projection)).toStrictEqual(withoutPublishTimes(p));
   });
 
   it('reads format 2 (no expired runs): an upgrade keeps purged runs', () => {
     const p = replay(mixedLog(30)).projection;
     const v2 = asFormat2(encode(p));
     expect(v2).toContain('"version":2');
-    expect(dumpProjection(decode(v2).projection)).toStrictEqual(dumpProjection(p));
+    expect(dumpProjection(decode(v2).projection)).toStrictEqual(withoutPublishTimes(p));
+  });
+
+  it('keeps the publish times per tag (format 5); reads format 4 without them', () => {
+    const p = replay(mixedLog(30)).projection;
+    expect(p.publishTimes.size).toBeGreaterThan(0);
+    const text = encode(p);
+    expect(text).toMatch(/^\["publishTimes","linux",\[\d+/m);
+    expect(dumpProjection(decode(text).projection)).toStrictEqual(dumpProjection(p));
+    const v4 = asFormat4(text);
+    expect(v4).toContain('"version":4');
+    expect(v4).not.toContain('publishTimes');
+    expect(dumpProjection(decode(v4).projection)).toStrictEqual(withoutPublishTimes(p));
   });
 
   it('keeps expired runs and rebuilds the workers in service', () => {

@@ -36,6 +36,7 @@ export function planConfigOf(
     pulseTtlMs: config.pulseTtlMs,
     ageFloorPassed,
     priorityAgingMs: config.priorityAgingMs,
+    ...(config.tagRates && { tagRates: config.tagRates }),
     ...(steadyContactMs !== undefined && {
       steadyContactMs,
       dispatchAckWaitMs: DISPATCH_ACK_WAIT_MS,

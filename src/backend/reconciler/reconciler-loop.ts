@@ -1,5 +1,7 @@
 import { Kvm } from '@nats-io/kv';
 import { PLANNER_HONORS } from '../../../actors/reconciler/honors.js';
+import type { Decisions } from '../../../actors/reconciler/decisions.js';
+import { formatTagRates, nextTokenAt } from '../../../actors/reconciler/tag-rates.js';
 import type { LiveWorker } from '../../../actors/reconciler/fleet.js';
 import type { Logger } from '../../log.js';
 import { signalMetric } from '../../metrics.js';
@@ -89,6 +91,8 @@ export class ReconcilerLoop implements Component {
   private stopped = false;
   private timer: NodeJS.Timeout | null = null;
   private promptTimer: NodeJS.Timeout | null = null;
+  /** A prompt pass for when a rate-limited tag's next token comes back, before the tick. */
+  private tokenTimer: NodeJS.Timeout | null = null;
   private unsubscribe: (() => void) | null = null;
   private renewing: Promise<void> | null = null;
   private running: Promise<void> | null = null;
@@ -167,8 +171,10 @@ export class ReconcilerLoop implements Component {
     this.stopped = true;
     if (this.timer) clearInterval(this.timer);
     if (this.promptTimer) clearTimeout(this.promptTimer);
+    if (this.tokenTimer) clearTimeout(this.tokenTimer);
     this.timer = null;
     this.promptTimer = null;
+    this.tokenTimer = null;
     this.unsubscribe?.();
     this.unsubscribe = null;
     this.unregisterLiveness?.();
@@ -204,12 +210,21 @@ export class ReconcilerLoop implements Component {
     this.term++;
     this.registry = null;
     this.pass!.auditDispatch();
-    this.log.info('reconciler elected', { lockTtlMs: this.ctx.config.lockTtlMs });
+    const rates = formatTagRates(this.ctx.config.tagRates ?? {});
+    this.log.info('reconciler elected', {
+      lockTtlMs: this.ctx.config.lockTtlMs,
+      ...(rates !== '' && { tagRates: rates }),
+    });
     try {
       await this.ctx.writer.write({
         subject: this.ctx.names.subjects.system('reconciler'),
         type: 'ReconcilerElected',
-        data: { nodeId: this.ctx.nodeId, honors: [...PLANNER_HONORS] },
+        data: {
+          nodeId: this.ctx.nodeId,
+          honors: [...PLANNER_HONORS],
+          // What this leader limits, so that the log says which rates its placements kept.
+          ...(rates !== '' && { tagRates: rates }),
+        },
       });
     } catch (err: unknown) {
       // The lock is what makes a leader; the event only records it.
@@ -263,7 +278,44 @@ export class ReconcilerLoop implements Component {
         summary !== null &&
         summary.published + summary.requeued + summary.dead + summary.progressed >=
           this.ctx.config.dispatchBatch;
+      if (summary?.decisions?.rateLimited) this.wakeForTokens(summary.decisions.publish);
     }
+  }
+
+  /**
+   * A rate-limited tag whose bucket this pass emptied gets its next token back at a known
+   * time; a pass then places what waits for it, instead of the next tick (which may be later
+   * than the window: the rate would not be reached). Nothing is scheduled for a tag with
+   * tokens left, or past the next tick.
+   */
+  private wakeForTokens(placed: Decisions['publish']): void {
+    const rates = this.ctx.config.tagRates;
+    if (!rates || this.tokenTimer || this.stopped) return;
+    const p = this.ctx.loop.projection;
+    const now = this.now();
+    // The pass's own publishes may not be folded yet: count those as made now.
+    const unfolded = new Map<string, number>();
+    for (const { task, tag } of placed) {
+      if (p.tasks.get(task)?.snapshot.value !== 'Pending') continue;
+      unfolded.set(tag, (unfolded.get(tag) ?? 0) + 1);
+    }
+    let wake = Infinity;
+    for (const [tag, rate] of Object.entries(rates)) {
+      const folded = p.publishTimes.get(tag) ?? [];
+      const extra = unfolded.get(tag) ?? 0;
+      const times = extra === 0 ? folded : [...folded, ...new Array<number>(extra).fill(now)];
+      const at = nextTokenAt(times, rate, now);
+      if (at !== null && at < wake) wake = at;
+    }
+    const inMs = wake - now;
+    if (!(inMs < this.ctx.config.tickMs)) return;
+    this.tokenTimer = setTimeout(
+      () => {
+        this.tokenTimer = null;
+        this.request('prompt');
+      },
+      Math.max(0, inMs) + 1,
+    );
   }
 
   private async runPass(full: boolean): Promise<PassSummary | null> {

@@ -29,6 +29,8 @@ import type { Snap } from '../../../actors/transitioner.js';
  * - `["leader", {nodeId, time, seq} | null]`
  * - `["expiredRun", runId, {runId, state, reason, submittedAt, endedAt, taskCount, tasks,
  *   expiredAt, seq}]`, one per run evicted by `RunExpired`, in expiry order (format 3)
+ * - `["publishTimes", tag, [ms...]]`, one per tag with recent publishes (format 5): what its
+ *   rate limit counts. A snapshot of an older format has none; its buckets start full.
  *
  * `workersInService` is not written: it is the workers whose snapshot is active, in the
  * workers' order, and is rebuilt from their rows. Nor are a stepIndex's `ranked` and `timed`:
@@ -38,16 +40,16 @@ import type { Snap } from '../../../actors/transitioner.js';
  * (creation order of steps and tasks), so a restored projection iterates exactly like a
  * folded one.
  */
-export const SNAPSHOT_FORMAT = 4;
+export const SNAPSHOT_FORMAT = 5;
 
 /**
  * Formats this build still reads: an upgrade after retention purged events must still read
  * the snapshot that holds them. Format 1 differs from 2 only in its stepIndex row (the order
  * map as `[[taskKey, order]...]`); format 2 from 3 in having no expired runs (no `expiredRun`
  * rows, no `expiredRuns` count in the header); format 3 from 4 in having no schedules (no
- * `schedule` rows, no `schedules` count).
+ * `schedule` rows, no `schedules` count); format 4 from 5 in having no `publishTimes` rows.
  */
-export const READABLE_FORMATS: readonly number[] = [1, 2, 3, 4];
+export const READABLE_FORMATS: readonly number[] = [1, 2, 3, 4, 5];
 
 export interface SnapshotHeader {
   format: 'sonar-projection';
@@ -96,6 +98,7 @@ export const PROJECTION_FIELDS = [
   'activeRuns',
   'expiredRuns',
   'workersInService',
+  'publishTimes',
   'leader',
   'lastSeq',
 ] as const;
@@ -175,6 +178,7 @@ export function captureProjection(
   rows.push(['leader', p.leader && { ...p.leader }]);
   // Summaries are never changed in place once set (evictRun makes a new one): references do.
   for (const [runId, summary] of p.expiredRuns) rows.push(['expiredRun', runId, summary]);
+  for (const [tag, times] of p.publishTimes) rows.push(['publishTimes', tag, times.slice()]);
   return {
     header: {
       format: 'sonar-projection',
@@ -433,6 +437,12 @@ export class SnapshotDecoder {
           throw corrupt('an expiredRun row is malformed');
         }
         p.expiredRuns.set(a, b);
+        return;
+      case 'publishTimes':
+        if (typeof a !== 'string' || !Array.isArray(b) || !b.every(isNumber)) {
+          throw corrupt('a publishTimes row is malformed');
+        }
+        p.publishTimes.set(a, b);
         return;
       default:
         throw corrupt(`unknown row ${JSON.stringify(tag)}`);

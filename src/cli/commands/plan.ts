@@ -10,6 +10,9 @@ import { registryEntrySchema } from '../../protocol.js';
 import type { RegistryEntry } from '../../protocol.js';
 import { UsageError } from '../../display/output.js';
 import { issuesOf, listIssues } from '../../../actors/errors.js';
+import { SETTINGS } from '../../config-table.js';
+import { parseTagRates } from '../../../actors/reconciler/tag-rates.js';
+import type { TagRates } from '../../../actors/reconciler/tag-rates.js';
 
 interface PlanFlags {
   live: string;
@@ -23,6 +26,7 @@ interface PlanFlags {
   batch: string;
   pulseTtl: string;
   priorityAging: string;
+  tagRates?: string;
 }
 
 async function readText(file: string): Promise<string> {
@@ -75,7 +79,18 @@ function positive(flag: string, value: string): number {
   return n;
 }
 
+/** `--tag-rates`, read by SONAR_TAG_RATES' own parser: the same syntax and the same errors. */
+function tagRates(value: string | undefined): TagRates | undefined {
+  if (value === undefined) return undefined;
+  try {
+    return SETTINGS.SONAR_TAG_RATES.parse(value);
+  } catch (err: unknown) {
+    throw new UsageError(`--tag-rates: ${(err as Error).message}`);
+  }
+}
+
 function configOf(flags: PlanFlags): PlanConfig {
+  const rates = tagRates(flags.tagRates);
   return {
     publishTimeoutMs: duration('publish-timeout', flags.publishTimeout),
     orphanAgeMs: duration('orphan-age', flags.orphanAge),
@@ -85,6 +100,7 @@ function configOf(flags: PlanFlags): PlanConfig {
     batch: whole('batch', flags.batch),
     pulseTtlMs: duration('pulse-ttl', flags.pulseTtl),
     priorityAgingMs: duration('priority-aging', flags.priorityAging),
+    ...(rates && { tagRates: rates }),
     // A log and a registry snapshot: nothing restarted, the registry is taken as watched.
     ageFloorPassed: true,
   };
@@ -116,6 +132,12 @@ function summarize(d: Decisions, now: string): string {
       'starved',
       d.starved.map((s) => `  ${s}`),
     ),
+    ...(d.rateLimited
+      ? section(
+          'rate-limited tags',
+          Object.entries(d.rateLimited).map(([t, r]) => `  ${t}  ${r.rate}  ${r.left} left`),
+        )
+      : []),
     ...(d.delayed
       ? section(
           'delayed',
@@ -183,6 +205,10 @@ export function registerPlan(program: Command): void {
       'a waiting priority level ranks one higher per (0: strict)',
       DEFAULTS.priorityAging,
     )
+    .option(
+      '--tag-rates <rates>',
+      "per-tag publish rate limits as SONAR_TAG_RATES (e.g. api=20/s,gpu=1/m); default: those the log's last ReconcilerElected announced",
+    )
     .action(async (events: string, flags: PlanFlags) => {
       const now = Date.parse(flags.now);
       if (Number.isNaN(now)) {
@@ -195,6 +221,20 @@ export function registerPlan(program: Command): void {
         process.stderr.write(
           `warning: ${skipped.length} event line(s) skipped (see sonar replay ${events})\n`,
         );
+      }
+      const announced = projection.leader?.tagRates;
+      if (flags.tagRates === undefined && announced !== undefined) {
+        // The log's last leader said what it limited: plan as it placed, unless told otherwise.
+        try {
+          config.tagRates = parseTagRates(announced);
+          process.stderr.write(
+            `note: the rates the last leader announced: ${announced} (--tag-rates overrides; --tag-rates '' plans without)\n`,
+          );
+        } catch (err: unknown) {
+          process.stderr.write(
+            `warning: the last leader's rates ${JSON.stringify(announced)} are not read: ${(err as Error).message}\n`,
+          );
+        }
       }
       const decisions = plan(projection, live, now, config);
       process.stdout.write(

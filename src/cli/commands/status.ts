@@ -102,6 +102,12 @@ export function statusText(v: StatusView, color: boolean): string {
     .map(([t, n]) => `${t} ${n}`)
     .join('  ');
   lines.push(`capacity  global ${v.capacity.global}${tags ? `  ${tags}` : ''}`);
+  if (v.rateLimited) {
+    const rates = Object.entries(v.rateLimited)
+      .map(([t, r]) => `${t} ${r.rate} (${r.left} left)`)
+      .join('  ');
+    lines.push(`rates     ${rates}`);
+  }
   const runIds = Object.keys(v.runs);
   lines.push(`runs      ${runIds.length === 0 ? 'none open (--all shows finished runs)' : ''}`);
   for (const runId of runIds) {

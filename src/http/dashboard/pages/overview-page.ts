@@ -101,6 +101,16 @@ export function overviewMain(v: OverviewView): Html {
         ${capacityBar(v.capacity.global, 'global')}
         ${v.capacity.tags.map((t) => capacityBar(t, t.tag))}
       </div>
+      ${
+        v.rateLimited
+          ? html`<p id="rate-limits">
+              Rate limits:
+              ${v.rateLimited.map(
+                (r) => html`<span class="tag">${r.tag}</span> ${r.rate} (${r.left} left) `,
+              )}
+            </p>`
+          : ''
+      }
     </section>
 
     <section>

@@ -1,6 +1,8 @@
 import type { Projection } from '../../../../actors/projection.js';
 import { delayedTasks } from '../../../../actors/reconciler/delays.js';
 import { readFleet } from '../../../../actors/reconciler/fleet.js';
+import { parseTagRates, tokensLeft } from '../../../../actors/reconciler/tag-rates.js';
+import type { TagRates } from '../../../../actors/reconciler/tag-rates.js';
 import type { RegistryEntry } from '../../../protocol.js';
 
 export interface WorkerRow {
@@ -54,6 +56,11 @@ export interface OverviewView {
   /** Who holds the `reconciler` lock right now (null: nobody, or unreadable). */
   lockHolder: string | null;
   starved: { step: string; runId: string; stepId: string; tags: string[] }[];
+  /**
+   * The rate-limited tags an eligible worker serves, by the rates the leader announced, with
+   * the publishes each bucket allows now; absent when the leader announced none.
+   */
+  rateLimited?: { tag: string; rate: string; left: number }[];
 }
 
 export interface OverviewInputs {
@@ -145,6 +152,7 @@ export function buildOverview(inp: OverviewInputs): OverviewView {
     starved.push({ step: key, runId, stepId, tags: stepTags });
   }
 
+  const rateLimited = rateLimitsOf(p, fleet.tagSlots, inp.now);
   return {
     now: new Date(inp.now).toISOString(),
     workers,
@@ -162,6 +170,7 @@ export function buildOverview(inp: OverviewInputs): OverviewView {
     leader: p.leader ? { nodeId: p.leader.nodeId, electedAt: p.leader.time } : null,
     lockHolder: inp.lockHolder,
     starved,
+    ...(rateLimited.length > 0 && { rateLimited }),
   };
 }
 
@@ -201,4 +210,28 @@ function workerRow(
       pulseAgeMs !== null &&
       pulseAgeMs <= inp.pulseTtlMs,
   };
+}
+
+/** The leader's announced rates on served tags, each with its bucket's tokens at `now`. */
+function rateLimitsOf(
+  p: Projection,
+  served: ReadonlyMap<string, number>,
+  now: number,
+): NonNullable<OverviewView['rateLimited']> {
+  const announced = p.leader?.tagRates;
+  if (announced === undefined) return [];
+  let rates: TagRates;
+  try {
+    rates = parseTagRates(announced);
+  } catch (_err: unknown) {
+    return []; // a value this build cannot read: shown without limits
+  }
+  return Object.keys(rates)
+    .filter((tag) => served.has(tag))
+    .sort()
+    .map((tag) => ({
+      tag,
+      rate: rates[tag]!.text,
+      left: tokensLeft(p.publishTimes.get(tag), rates[tag]!, now),
+    }));
 }
