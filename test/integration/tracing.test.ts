@@ -98,6 +98,7 @@ function otlpReceiver(): Promise<{ server: Server; url: string; spans: SeenSpan[
   });
 }
 
+const TP = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
 const nats = serverPerFile();
 let receiver: Awaited<ReturnType<typeof otlpReceiver>>;
 const memory = new InMemorySpanExporter();
@@ -244,5 +245,52 @@ describe('tracing', () => {
 
     await worker.kill('SIGTERM');
     await backend.kill('SIGTERM');
+  });
+
+  /** What a `sonar` process loaded of OpenTelemetry, written to stderr as it exits. */
+  const LOADED_HOOK =
+    'data:text/javascript,import{createRequire}from"node:module";const r=createRequire(process.cwd()+"/");' +
+    'process.on("exit",()=>process.stderr.write("LOADED "+JSON.stringify(Object.keys(r.cache).filter((k)=>k.includes("@opentelemetry")))+"\\n"))';
+  const loadedBy = async (env: Record<string, string>): Promise<string[]> => {
+    const p = spawnNode('help', ['--import', LOADED_HOOK, 'bin/sonar.js', '--help'], env);
+    started.push(p);
+    const exit = await p.exited;
+    expect(exit.code, p.stderr()).toBe(0);
+    const line = /^LOADED (.*)$/m.exec(p.stderr());
+    expect(line, p.stderr()).not.toBeNull();
+    return JSON.parse(line![1]!) as string[];
+  };
+
+  it('with tracing off, a sonar process loads no OpenTelemetry SDK module', async () => {
+    const sdk = (files: string[]) =>
+      files.filter((f) => /@opentelemetry[\\/](sdk-|exporter-|resources)/.test(f));
+    // The hook sees the SDK when it is loaded: with an exporter asked for, it is.
+    expect(sdk(await loadedBy({ OTEL_TRACES_EXPORTER: 'console' }))).not.toEqual([]);
+    expect(sdk(await loadedBy({ OTEL_TRACES_EXPORTER: '' }))).toEqual([]);
+    expect(sdk(await loadedBy({ OTEL_TRACES_EXPORTER: 'none' }))).toEqual([]);
+    expect(
+      sdk(await loadedBy({ OTEL_TRACES_EXPORTER: 'otlp', OTEL_SDK_DISABLED: 'true' })),
+    ).toEqual([]);
+  });
+
+  it('with no tracer provider, Sonar records nothing and passes a trace context on', async () => {
+    // In a process of its own: this one registered a provider for the test above.
+    const code = [
+      "const { inSpan, tracer } = await import('./src/tracing/tracer.js');",
+      "const { contextFromTraceparent, traceparentOf } = await import('./src/tracing/traceparent.js');",
+      `const tp = '${TP}';`,
+      'const out = {',
+      "  recording: tracer.startSpan('x').isRecording(),",
+      "  passed: await inSpan('y', { kind: 0, parent: contextFromTraceparent(tp) }, (s, ctx) =>",
+      '    Promise.resolve([s.isRecording(), traceparentOf(ctx)])),',
+      "  rooted: await inSpan('z', { kind: 0, parent: contextFromTraceparent(undefined) }, (_s, ctx) =>",
+      '    Promise.resolve(traceparentOf(ctx) ?? null)),',
+      '};',
+      'process.stdout.write(JSON.stringify(out));',
+    ].join('\n');
+    const p = spawnNode('noop', ['--import', 'tsx', '--input-type=module', '-e', code], {});
+    started.push(p);
+    expect((await p.exited).code, p.stderr()).toBe(0);
+    expect(JSON.parse(p.stdout())).toEqual({ recording: false, passed: [false, TP], rooted: null });
   });
 });
