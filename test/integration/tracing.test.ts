@@ -243,6 +243,44 @@ describe('tracing', () => {
       expect(sink[0]!.attributes['sonar.task_id']).toBe(a.attributes['sonar.task_id']);
     }
 
+    // `sonar worker`, traced by OTEL_TRACES_EXPORTER: its command gets the attempt's
+    // traceparent as TRACEPARENT.
+    const cli = spawnSonar(
+      'traced cli worker',
+      [
+        'worker',
+        '--tags',
+        'b',
+        '--no-spot',
+        '--',
+        'sh',
+        '-c',
+        'cat >/dev/null; printf %s "$TRACEPARENT"',
+      ],
+      {
+        ...TEST_ENV,
+        SONAR_NATS_URL: nats.server.url,
+        SONAR_PREFIX: prefix,
+        OTEL_TRACES_EXPORTER: 'otlp',
+        OTEL_SERVICE_NAME: 'sonar-worker',
+        ...otel,
+      },
+    );
+    started.push(cli);
+    await client.submit({ runId: 'cmd', steps: [{ id: 's', tags: ['b'], tasks: [{ id: 't' }] }] });
+    expect((await client.wait('cmd', { timeoutMs: 30_000 })).state).toBe('Succeeded');
+    const env = new TextDecoder().decode((await client.output('cmd', 't')) as Uint8Array);
+    await cli.kill('SIGTERM');
+    const cmdAttempt = await eventually(
+      () =>
+        receiver.spans.find(
+          (s) => s.name === 'attempt' && s.attributes['sonar.run_id'] === 'cmd',
+        ) ?? false,
+      { timeoutMs: 15_000, message: 'the cli worker exported its attempt span' },
+    );
+    expect(cmdAttempt.service).toBe('sonar-worker');
+    expect(env).toBe(`00-${cmdAttempt.traceId}-${cmdAttempt.spanId}-01`);
+
     await worker.kill('SIGTERM');
     await backend.kill('SIGTERM');
   });
