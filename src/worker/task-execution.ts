@@ -210,6 +210,8 @@ export class TaskExecution {
       });
     } catch (err: unknown) {
       this.starting.delete(key);
+      span.setAttribute('sonar.outcome', 'not-started');
+      failSpan(span, err);
       if (isApiError(err, ErrorCode.Conflict)) {
         m.nak();
         await this.parts.conflict(err);
