@@ -298,6 +298,14 @@ export const processEnvironment = {
   debug: (): boolean => Boolean(process.env['SONAR_DEBUG']),
   /** `NO_COLOR` (no-color.org): any non-empty value turns the terminal's colours off. */
   noColor: (): boolean => Boolean(process.env['NO_COLOR']),
+  /**
+   * `OTEL_TRACES_EXPORTER` and `OTEL_SDK_DISABLED`: whether a `sonar` process starts the
+   * OpenTelemetry SDK (src/tracing/sdk.ts). The SDK reads the other `OTEL_*` variables itself.
+   */
+  tracing: () => ({
+    tracesExporter: process.env['OTEL_TRACES_EXPORTER'],
+    sdkDisabled: process.env['OTEL_SDK_DISABLED'],
+  }),
   /** `NATS_SERVER_BIN`: the nats-server binary `sonar dev` starts. */
   natsServerBin: (): string | undefined => process.env['NATS_SERVER_BIN'],
   /** `PATH`, as the directories it lists. */

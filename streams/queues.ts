@@ -1,4 +1,6 @@
 import type { JetStreamClient, PubAck } from '@nats-io/jetstream';
+import { headers } from '@nats-io/transport-node';
+import type { MsgHdrs } from '@nats-io/transport-node';
 import type { Names } from './names.js';
 
 const encoder = new TextEncoder();
@@ -18,15 +20,34 @@ export interface DispatchBody {
   output?: 'json' | 'bytes';
 }
 
-/** Publishes a task to `<prefix>.dispatch.<tag>`; the attempt id dedupes a retried publish. */
+/**
+ * The W3C trace context header of dispatch messages and finalization jobs (docs/tracing.md):
+ * a header, not a body field, so that a reader that does not know it never sees it.
+ */
+export const TRACEPARENT_HEADER = 'traceparent';
+
+function traceHeaders(traceparent: string | undefined): { headers: MsgHdrs } | object {
+  if (traceparent === undefined) return {};
+  const h = headers();
+  h.set(TRACEPARENT_HEADER, traceparent);
+  return { headers: h };
+}
+
+/**
+ * Publishes a task to `<prefix>.dispatch.<tag>`; the attempt id dedupes a retried publish.
+ * `traceparent`, when given, travels as the message's header: the worker's attempt span is
+ * its child.
+ */
 export function publishDispatch(
   js: JetStreamClient,
   n: Names,
   tag: string,
   body: DispatchBody,
+  traceparent?: string,
 ): Promise<PubAck> {
   return js.publish(n.subjects.dispatch(tag), encoder.encode(JSON.stringify(body)), {
     msgID: `dispatch.${body.attemptId}`,
+    ...traceHeaders(traceparent),
   });
 }
 
@@ -53,10 +74,11 @@ export function enqueueFinalization(
   job: FinalizeJob,
   round = 0,
   msgId: string = finalizeMsgId(job, round),
+  traceparent?: string,
 ): Promise<PubAck> {
   return js.publish(
     n.subjects.finalize(job.runId, job.taskId),
     encoder.encode(JSON.stringify(job)),
-    { msgID: msgId },
+    { msgID: msgId, ...traceHeaders(traceparent) },
   );
 }

@@ -9,6 +9,13 @@ export const runEventData = {
     runId: id,
     stepIds: z.array(id),
     taskCount: z.number().int().min(0),
+    /**
+     * The W3C `traceparent` of the span that committed the run (docs/tracing.md): the trace
+     * its dispatches, attempts and finalizations join. Absent when nothing traced the
+     * submit. Only carried, never judged: a value that is not a short string is dropped, not
+     * a reason to skip the event.
+     */
+    traceparent: z.string().max(256).optional().catch(undefined),
   }),
   RunSucceeded: z.object({}),
   RunFailed: z.object({ reason: z.string() }),

@@ -8,6 +8,8 @@ export interface RunContext {
   submittedAt: string;
   endedAt: string | null;
   reason: string | null;
+  /** The run's trace context (`RunSubmitted.traceparent`); present only when it was traced. */
+  traceparent?: string;
 }
 
 export type RunState = 'Running' | 'Succeeded' | 'Failed' | 'Cancelled';
@@ -33,6 +35,7 @@ export const runMachine = setup({
     submittedAt: input.time,
     endedAt: null,
     reason: null,
+    ...(input.data.traceparent !== undefined && { traceparent: input.data.traceparent }),
   }),
   initial: 'Running',
   states: {

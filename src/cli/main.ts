@@ -1,10 +1,19 @@
 import { CommanderError } from 'commander';
 import { buildProgram } from './program.js';
 import { reportError } from '../display/output.js';
+import { processEnvironment } from '../config.js';
+import { createLogger } from '../log.js';
+import { startTracing, tracesExportersOf } from '../tracing/sdk.js';
 
 export async function main(argv: string[]): Promise<number> {
   const program = buildProgram();
+  let tracing;
   try {
+    // Nothing is loaded, and no logger made, unless OTEL_TRACES_EXPORTER asks for traces.
+    const env = processEnvironment.tracing();
+    if (tracesExportersOf(env).length > 0) {
+      tracing = await startTracing(env, argv[2] ?? 'sonar', createLogger({ component: 'tracing' }));
+    }
     await program.parseAsync(argv);
     return 0;
   } catch (err: unknown) {
@@ -13,6 +22,8 @@ export async function main(argv: string[]): Promise<number> {
       return err.exitCode === 0 ? 0 : 2;
     }
     return reportError(err, argv.includes('--json'));
+  } finally {
+    await tracing?.shutdown();
   }
 }
 

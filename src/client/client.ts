@@ -1,4 +1,8 @@
 import { jetstreamManager } from '@nats-io/jetstream';
+import { SpanKind } from '@opentelemetry/api';
+import type { Span } from '@opentelemetry/api';
+import { inSpan } from '../tracing/tracer.js';
+import { traceparentOf } from '../tracing/traceparent.js';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { ErrorCode, SonarError } from '../../actors/errors.js';
 import { assertId } from '../../actors/ids.js';
@@ -175,6 +179,21 @@ export class SonarClient {
     const file: ParsedRunFile = validateRunFile(runFile, {
       maxInputBytes: this.opts.maxInputBytes ?? 256 * 1024,
     });
+    // The run's trace begins here (or under the caller's active span): every request of the
+    // submit carries this span's traceparent, and the backend records it with the run.
+    return inSpan(
+      'submit',
+      { kind: SpanKind.CLIENT, attributes: { 'sonar.run_id': file.runId } },
+      (span, ctx) => this.submitParsed(file, traceparentOf(ctx), span),
+    );
+  }
+
+  private async submitParsed(
+    file: ParsedRunFile,
+    traceparent: string | undefined,
+    span: Span,
+  ): Promise<Submitted> {
+    const call = traceparent === undefined ? {} : { traceparent };
     const taskCount = file.steps.reduce((n, s) => n + s.tasks.length, 0);
     const begin = {
       runId: file.runId,
@@ -185,20 +204,25 @@ export class SonarClient {
     // `bytes` lets the backend refuse a run too large for the event log before it writes
     // anything; a backend older than the field refuses it as unknown: ask again without it.
     const bytes = file.steps.reduce((n, s) => n + Buffer.byteLength(JSON.stringify(s.tasks)), 0);
-    await this.api.request('submit.begin', { ...begin, bytes }).catch((err: unknown) => {
+    span.setAttribute('sonar.task_count', taskCount);
+    await this.api.request('submit.begin', { ...begin, bytes }, call).catch((err: unknown) => {
       if (!isUnknownFieldRefusal(err, 'bytes')) throw err;
-      return this.api.request('submit.begin', begin);
+      return this.api.request('submit.begin', begin, call);
     });
     const chunks = file.steps.flatMap((s) =>
       chunkTasks(s.tasks).map((tasks) => ({ runId: file.runId, stepId: s.id, tasks })),
     );
     let next = 0;
     const lane = async (): Promise<void> => {
-      while (next < chunks.length) await this.api.request('submit.tasks', chunks[next++]!);
+      while (next < chunks.length) await this.api.request('submit.tasks', chunks[next++]!, call);
     };
     const lanes = Math.max(1, this.opts.chunkConcurrency ?? 4);
     await Promise.all(Array.from({ length: Math.min(lanes, chunks.length) }, lane));
-    return this.api.request<'submit.commit', Submitted>('submit.commit', { runId: file.runId });
+    return this.api.request<'submit.commit', Submitted>(
+      'submit.commit',
+      { runId: file.runId },
+      call,
+    );
   }
 
   /** Cancels a run, or one task of it. */

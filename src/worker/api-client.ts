@@ -1,12 +1,14 @@
 import { setTimeout as delay } from 'node:timers/promises';
-import { RequestError, TimeoutError, createInbox } from '@nats-io/transport-node';
-import type { Msg, NatsConnection } from '@nats-io/transport-node';
+import { RequestError, TimeoutError, createInbox, headers } from '@nats-io/transport-node';
+import type { Msg, MsgHdrs, NatsConnection } from '@nats-io/transport-node';
+import { context } from '@opentelemetry/api';
 import { ErrorCode, SonarError } from '../../actors/errors.js';
 import type { Names } from '../../streams/names.js';
 import { inboxPrefixOf } from '../../streams/nats-internals.js';
 import type { Logger } from '../log.js';
 import { silentLogger } from '../log.js';
 import type { ParsedRequestOf, RequestOf, Verb } from '../protocol.js';
+import { TRACEPARENT, traceparentOf } from '../tracing/traceparent.js';
 
 /** An error answer from the backend: `{"error":{"code","message","details"}}`. */
 export class ApiError extends SonarError {
@@ -71,6 +73,24 @@ export interface CallOptions {
   retryForMs?: number;
   /** Stops retrying (the call rejects with the last error). */
   signal?: AbortSignal;
+  /**
+   * The W3C `traceparent` the request carries as a NATS header, so that the backend's span
+   * for it joins the caller's trace. Absent: the active span's, if any. A header, not a body
+   * field: every request schema refuses unknown fields, and older backends ignore headers.
+   */
+  traceparent?: string;
+  /** More NATS headers for this request (the worker's batch names each request's trace). */
+  headers?: Readonly<Record<string, string>>;
+}
+
+/** The request's headers, or undefined when it has none (the usual, untraced case). */
+function headersOf(opts: CallOptions): MsgHdrs | undefined {
+  const tp = opts.traceparent ?? traceparentOf(context.active());
+  if (tp === undefined && opts.headers === undefined) return undefined;
+  const h = headers();
+  if (tp !== undefined) h.set(TRACEPARENT, tp);
+  for (const [k, v] of Object.entries(opts.headers ?? {})) h.set(k, v);
+  return h;
 }
 
 const encoder = new TextEncoder();
@@ -117,10 +137,11 @@ export class ApiClient {
   ): Promise<T> {
     const deadline = performance.now() + (opts.retryForMs ?? this.retryForMs);
     const payload = encoder.encode(JSON.stringify(body));
+    const hdrs = headersOf(opts);
     let pause = this.backoffMs;
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.once<T>(verb, this.subject(verb), payload);
+        return await this.once<T>(verb, this.subject(verb), payload, hdrs);
       } catch (err: unknown) {
         const left = deadline - performance.now();
         if (!isTransient(err) || opts.signal?.aborted || left <= 0) {
@@ -189,9 +210,15 @@ export class ApiClient {
     }
   }
 
-  private async once<T>(verb: string, subject: string, payload: Uint8Array): Promise<T> {
+  private async once<T>(
+    verb: string,
+    subject: string,
+    payload: Uint8Array,
+    hdrs: MsgHdrs | undefined,
+  ): Promise<T> {
     const msg = await this.nc.request(subject, payload, {
       timeout: this.timeoutMs,
+      ...(hdrs && { headers: hdrs }),
     });
     return this.parse<T>(verb, msg);
   }

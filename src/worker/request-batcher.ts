@@ -3,6 +3,7 @@ import { MAX_BATCH } from '../protocol.js';
 import type { BatchableVerb, RequestOf } from '../protocol.js';
 import { isApiError, okOf } from './api-client.js';
 import type { ApiClient, CallOptions } from './api-client.js';
+import { BATCH_TRACEPARENT_PREFIX } from '../tracing/traceparent.js';
 
 interface Pending {
   verb: BatchableVerb;
@@ -65,7 +66,11 @@ export class RequestBatcher {
           requests: items.map((it) => ({ verb: it.verb, body: it.body })),
         },
         // One try: on no answer, each request goes alone with its own retries.
-        { retryForMs: 0, ...(items[0]!.opts.signal && { signal: items[0]!.opts.signal }) },
+        {
+          retryForMs: 0,
+          ...(items[0]!.opts.signal && { signal: items[0]!.opts.signal }),
+          ...traceHeadersOf(items),
+        },
       );
       if (!Array.isArray(ok.replies) || ok.replies.length !== items.length) {
         throw new Error('batch: the answers do not match the requests');
@@ -85,4 +90,15 @@ export class RequestBatcher {
       }
     });
   }
+}
+
+/** Each traced request's `traceparent`, by its index in the batch; nothing when none is. */
+function traceHeadersOf(items: Pending[]): Pick<CallOptions, 'headers'> {
+  const headers: Record<string, string> = {};
+  items.forEach((it, i) => {
+    if (it.opts.traceparent !== undefined) {
+      headers[`${BATCH_TRACEPARENT_PREFIX}${i}`] = it.opts.traceparent;
+    }
+  });
+  return Object.keys(headers).length === 0 ? {} : { headers };
 }

@@ -17,6 +17,10 @@ import type { FeedSend } from './attempt-feed.js';
 import type { HandlerContext, ResolvedWorkerOptions } from './options.js';
 import { packOutput, toBytes } from './task-output.js';
 import { RequestBatcher } from './request-batcher.js';
+import { SpanKind } from '@opentelemetry/api';
+import type { Span } from '@opentelemetry/api';
+import { failSpan, inSpan } from '../tracing/tracer.js';
+import { TRACEPARENT, contextFromTraceparent, traceparentOf } from '../tracing/traceparent.js';
 import type { ResultOutput } from './task-output.js';
 
 /** Why a running task was stopped early; each ends in a different report (or none). */
@@ -27,6 +31,8 @@ interface RunningTask {
   dispatch: DispatchMessage;
   ac: AbortController;
   why: StopReason | null;
+  /** The attempt span's, carried by every request about this attempt. */
+  traceparent: string | undefined;
 }
 
 /** A dispatch message that cannot be started now goes back after this delay. */
@@ -176,12 +182,46 @@ export class TaskExecution {
       return;
     }
     const d = parsed.data;
+    // One span per attempt, from the pulled message to the report, the child of the
+    // leader's dispatch span (the message's `traceparent` header); the handler runs in it,
+    // so a user's own spans nest under the attempt.
+    await inSpan(
+      'attempt',
+      {
+        kind: SpanKind.CONSUMER,
+        parent: contextFromTraceparent(m.headers?.get(TRACEPARENT)),
+        attributes: {
+          'sonar.run_id': d.runId,
+          'sonar.step_id': d.stepId,
+          'sonar.task_id': d.taskId,
+          'sonar.attempt': d.attempt,
+          'sonar.attempt_id': d.attemptId,
+          'sonar.worker_id': this.parts.workerId,
+        },
+      },
+      (span, ctx) => this.attempt(m, d, span, traceparentOf(ctx)),
+    );
+  }
+
+  private async attempt(
+    m: JsMsg,
+    d: DispatchMessage,
+    span: Span,
+    traceparent: string | undefined,
+  ): Promise<void> {
+    const { log } = this.parts;
     const key = `${d.runId}.${d.taskId}`;
+    const traced = traceparent === undefined ? {} : { traceparent };
     this.starting.add(key);
     try {
-      await this.batcher.request('start', this.credsOf(d), { signal: this.parts.signal });
+      await this.batcher.request('start', this.credsOf(d), {
+        signal: this.parts.signal,
+        ...traced,
+      });
     } catch (err: unknown) {
       this.starting.delete(key);
+      span.setAttribute('sonar.outcome', 'not-started');
+      failSpan(span, err);
       if (isApiError(err, ErrorCode.Conflict)) {
         m.nak();
         await this.parts.conflict(err);
@@ -202,14 +242,25 @@ export class TaskExecution {
     // holder), so a lost ack only redelivers the message, whose start then answers stale and
     // the message is terminated; a confirmation would buy nothing but a round trip.
     m.ack();
-    const task: RunningTask = { key, dispatch: d, ac: new AbortController(), why: null };
+    const task: RunningTask = {
+      key,
+      dispatch: d,
+      ac: new AbortController(),
+      why: null,
+      traceparent,
+    };
     this.tasks.set(task.key, task);
     this.starting.delete(key);
     try {
       if (this.parts.releasing()) await this.release(task);
-      else await this.report(task, await this.execute(task));
+      else {
+        const outcome = await this.execute(task);
+        if (!outcome.ok) failSpan(span, outcome.error);
+        await this.report(task, outcome);
+      }
     } finally {
       this.tasks.delete(task.key);
+      span.setAttribute('sonar.outcome', task.why ?? 'reported');
     }
   }
 
@@ -348,8 +399,9 @@ export class TaskExecution {
   ): Promise<void> {
     const b = body as { runId: string; taskId: string };
     const { api, log, signal } = this.parts;
+    const traceparent = this.tasks.get(`${b.runId}.${b.taskId}`)?.traceparent;
     try {
-      const opts = { retryForMs, signal };
+      const opts = { retryForMs, signal, ...(traceparent !== undefined && { traceparent }) };
       if (verb === 'result') await this.batcher.request(verb, body as never, opts);
       else await api.request(verb, body as never, opts);
       log.debug(`task ${verb} sent`, { runId: b.runId, taskId: b.taskId });

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ErrorCode } from '../../actors/errors.js';
 import { ApiError } from '../../src/worker/api-client.js';
-import type { ApiClient } from '../../src/worker/api-client.js';
+import type { ApiClient, CallOptions } from '../../src/worker/api-client.js';
 import { RequestBatcher } from '../../src/worker/request-batcher.js';
 
 const attempt = (taskId: string) => ({
@@ -14,10 +14,10 @@ const attempt = (taskId: string) => ({
 
 /** An ApiClient that records each request and answers with `answer`. */
 function fakeApi(answer: (verb: string, body: unknown) => unknown) {
-  const sent: { verb: string; body: unknown }[] = [];
+  const sent: { verb: string; body: unknown; opts: CallOptions | undefined }[] = [];
   const api = {
-    request: async (verb: string, body: unknown) => {
-      sent.push({ verb, body });
+    request: async (verb: string, body: unknown, opts?: CallOptions) => {
+      sent.push({ verb, body, opts });
       await Promise.resolve();
       return answer(verb, body);
     },
@@ -49,6 +49,28 @@ describe('RequestBatcher', () => {
     expect(three.status).toBe('fulfilled');
     expect(two.status === 'rejected' && (two.reason as ApiError).code).toBe('stale_attempt');
     expect(two.status === 'rejected' && (two.reason as ApiError).verb).toBe('start');
+  });
+
+  it("names each traced request's traceparent by its index; a lone one carries its own", async () => {
+    const tp = (n: number) => `00-0af7651916cd43dd8448eb211c80319c-00000000000000${n}1-01`;
+    const { api, sent } = fakeApi((verb, body) =>
+      verb === 'batch'
+        ? { replies: (body as { requests: unknown[] }).requests.map(() => ({ ok: {} })) }
+        : {},
+    );
+    const b = new RequestBatcher(api, 'w1');
+    await Promise.all([
+      b.request('start', attempt('t0'), { traceparent: tp(0) }),
+      b.request('start', attempt('t1')),
+      b.request('start', attempt('t2'), { traceparent: tp(2) }),
+    ]);
+    expect(sent).toHaveLength(1);
+    expect(sent[0]!.opts?.headers).toEqual({
+      'Sonar-Traceparent-0': tp(0),
+      'Sonar-Traceparent-2': tp(2),
+    });
+    await b.request('start', attempt('t3'), { traceparent: tp(3) });
+    expect(sent[1]).toMatchObject({ verb: 'start', opts: { traceparent: tp(3) } });
   });
 
   it('sends a request alone when it is alone', async () => {

@@ -15,6 +15,15 @@ import { StragglerGuard } from '../straggler-guard.js';
 import { InflightBudget } from './inflight-budget.js';
 import type { InflightLimits } from './inflight-budget.js';
 import type { ParsedRequestOf, Verb } from '../../protocol.js';
+import { SpanKind } from '@opentelemetry/api';
+import type { MsgHdrs } from '@nats-io/transport-node';
+import { inSpan } from '../../tracing/tracer.js';
+import {
+  BATCH_TRACEPARENT_PREFIX,
+  TRACEPARENT,
+  contextFromTraceparent,
+  traceparentOf,
+} from '../../tracing/traceparent.js';
 
 /**
  * What a handler may do besides answering: a long request (`sweep`) says how far it got, so
@@ -23,6 +32,12 @@ import type { ParsedRequestOf, Verb } from '../../protocol.js';
 export interface ApiCall {
   /** Sends `{"progress":{...}}` to the requester, ahead of the one answer. */
   progress(data: Record<string, unknown>): void;
+  /**
+   * The `traceparent` of this request's span (docs/tracing.md): what a handler records or
+   * passes on (the run's trace context, a finalization job's header). Absent when neither
+   * this process traces nor the request carried one.
+   */
+  traceparent?: string;
 }
 
 export type Handler<V extends Verb> = (req: ParsedRequestOf<V>, call: ApiCall) => Promise<unknown>;
@@ -170,7 +185,7 @@ export class ApiService {
     };
     let reply: unknown;
     try {
-      reply = { ok: (await this.dispatch(route, msg.data, call)) ?? {} };
+      reply = { ok: (await this.dispatch(route, msg.data, call, msg.headers)) ?? {} };
     } catch (err: unknown) {
       if (!isSonarError(err)) this.log.error('api request failed', { verb, err });
       reply = errorReply(err);
@@ -248,6 +263,7 @@ export class ApiService {
     { verb, caller }: Route,
     data: Uint8Array,
     call: ApiCall,
+    hdrs: MsgHdrs | undefined,
   ): Promise<unknown> {
     if (!Object.hasOwn(requestSchemas, verb)) {
       throw new SonarError(ErrorCode.NotFound, `unknown api verb ${JSON.stringify(verb)}`, {
@@ -255,14 +271,45 @@ export class ApiService {
       });
     }
     const v = verb as Verb;
-    if (v === 'batch') return this.batch(caller, data, call);
+    if (v === 'batch') return this.batch(caller, data, call, hdrs);
     // Each verb's handler takes its own schema's output: the Handlers type checks that.
     const handler = this.handlers[v] as
       ((req: unknown, call: ApiCall) => Promise<unknown>) | undefined;
     if (!handler) {
       throw new SonarError(ErrorCode.Unavailable, `api verb ${verb} is not served here`, { verb });
     }
-    return this.dispatchParsed(v, caller, handler, parseJson(verb, data), call);
+    return this.traced(v, caller, hdrs?.get(TRACEPARENT), call, (traced) =>
+      this.dispatchParsed(v, caller, handler, parseJson(verb, data), traced),
+    );
+  }
+
+  /**
+   * Handles one request in its own server span, the child of the `traceparent` it carried
+   * (else the root of a trace of its own). With no tracer provider the span is the API's
+   * no-op one, which passes an incoming trace context on unchanged.
+   */
+  private traced(
+    verb: Verb,
+    caller: string | null,
+    traceparent: string | undefined,
+    call: ApiCall,
+    fn: (call: ApiCall) => Promise<unknown>,
+  ): Promise<unknown> {
+    return inSpan(
+      `api ${verb}`,
+      {
+        kind: SpanKind.SERVER,
+        parent: contextFromTraceparent(traceparent),
+        attributes: {
+          'sonar.api.verb': verb,
+          ...(caller !== null && { 'sonar.worker_id': caller }),
+        },
+      },
+      (_span, ctx) => {
+        const tp = traceparentOf(ctx);
+        return fn(tp === undefined ? call : { ...call, traceparent: tp });
+      },
+    );
   }
 
   /** A request checked against its verb's schema and its subject, then handled. */
@@ -293,7 +340,12 @@ export class ApiService {
    * the same caller), all at once; the answers in order, each `{"ok"}` or `{"error"}`.
    * Every request must name the batch's worker.
    */
-  private async batch(caller: string | null, data: Uint8Array, call: ApiCall) {
+  private async batch(
+    caller: string | null,
+    data: Uint8Array,
+    call: ApiCall,
+    hdrs: MsgHdrs | undefined,
+  ) {
     const parsed = requestSchemas.batch.safeParse(parseJson('batch', data));
     if (!parsed.success) throw validationErrorOf('batch', parsed.error);
     this.checkSubject('batch', caller);
@@ -306,7 +358,7 @@ export class ApiService {
       );
     }
     const replies = await Promise.all(
-      requests.map(async ({ verb, body }) => {
+      requests.map(async ({ verb, body }, i) => {
         try {
           const handler = this.handlers[verb] as
             ((req: unknown, call: ApiCall) => Promise<unknown>) | undefined;
@@ -323,7 +375,12 @@ export class ApiService {
               { verb, workerId, named },
             );
           }
-          return { ok: (await this.dispatchParsed(verb, caller, handler, body, call)) ?? {} };
+          // Each request of a batch names its own trace: `Sonar-Traceparent-<index>`.
+          const tp = hdrs?.get(`${BATCH_TRACEPARENT_PREFIX}${i}`);
+          const ok = await this.traced(verb, caller, tp, call, (traced) =>
+            this.dispatchParsed(verb, caller, handler, body, traced),
+          );
+          return { ok: ok ?? {} };
         } catch (err: unknown) {
           if (!isSonarError(err)) this.log.error('api request failed', { verb, err });
           return errorReply(err);

@@ -9,6 +9,8 @@ import { resultKeyOf } from '../../storage/results-sink.js';
 import type { ResultsSink, UpsertOutcome } from '../../storage/results-sink.js';
 import type { EventWriter, Written } from '../projection/index.js';
 import { withDeadline } from './finalize-deadline.js';
+import { SpanKind } from '@opentelemetry/api';
+import { inSpan } from '../../tracing/tracer.js';
 import { prepareOutput } from './finalize-output.js';
 import type { OutputDeps } from './finalize-output.js';
 import type { ProjectionLoop } from '../projection/index.js';
@@ -114,8 +116,23 @@ export async function runFinalizeJob(deps: JobDeps, job: FinalizeJob): Promise<J
     kind,
     finalizedAt: new Date(deps.now()).toISOString(),
   };
-  const sink = await withDeadline(`sink write of ${key}`, deps.ioTimeoutMs, (signal) =>
-    deps.sink.upsert(record, output, signal),
+  // A span of its own inside the job's: the sink is the one call out of NATS.
+  const sink = await inSpan(
+    'sink write',
+    {
+      kind: SpanKind.CLIENT,
+      onlyInTrace: true,
+      attributes: {
+        'sonar.run_id': job.runId,
+        'sonar.task_id': job.taskId,
+        'sonar.attempt_id': job.attemptId,
+        'sonar.output_bytes': output.bytes,
+      },
+    },
+    () =>
+      withDeadline(`sink write of ${key}`, deps.ioTimeoutMs, (signal) =>
+        deps.sink.upsert(record, output, signal),
+      ),
   );
   let written: Written;
   try {

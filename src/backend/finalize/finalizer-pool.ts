@@ -14,6 +14,9 @@ import {
   finalizeDelayMs,
 } from './finalize-backoff.js';
 import { FailureLog } from './failure-log.js';
+import { SpanKind, trace } from '@opentelemetry/api';
+import { failSpan, inSpan } from '../../tracing/tracer.js';
+import { TRACEPARENT, contextFromTraceparent } from '../../tracing/traceparent.js';
 import { isPermanentFinalizeError, parseJob, runFinalizeJob } from './finalize-job.js';
 import { reportStage } from '../task-stage-timing.js';
 import type { JobDeps, JobOutcome } from './finalize-job.js';
@@ -256,6 +259,29 @@ export class FinalizerPool implements Component {
       await this.dropUnreadable(msg);
       return;
     }
+    // The job's header names the `result` request's span; a job enqueued without one (by an
+    // older backend) joins the run's trace, if it has one.
+    const traceparent =
+      msg.headers?.get(TRACEPARENT) ||
+      this.ctx.loop.projection.runs.get(job.runId)?.snapshot.context.traceparent;
+    if (!traceparent) return this.handleJob(msg, job);
+    await inSpan(
+      'finalize',
+      {
+        kind: SpanKind.CONSUMER,
+        parent: contextFromTraceparent(traceparent),
+        attributes: {
+          'sonar.run_id': job.runId,
+          'sonar.task_id': job.taskId,
+          'sonar.attempt_id': job.attemptId,
+          'sonar.delivery': msg.info.deliveryCount,
+        },
+      },
+      () => this.handleJob(msg, job),
+    );
+  }
+
+  private async handleJob(msg: JsMsg, job: FinalizeJob): Promise<void> {
     // The lease must outlive a slow output store or sink: renew well before ack_wait ends.
     const renew = setInterval(() => {
       try {
@@ -283,6 +309,8 @@ export class FinalizerPool implements Component {
       }
       settle(msg, 'ack', this.log);
     } catch (err: unknown) {
+      const span = trace.getActiveSpan();
+      if (span) failSpan(span, err);
       await this.onFailure(msg, job, err);
     } finally {
       clearInterval(renew);

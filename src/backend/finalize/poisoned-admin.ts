@@ -126,7 +126,8 @@ export class PoisonedAdmin {
       outputRef: output?.ref ?? 'inline',
       ...(output?.inline ? { outputInline: output.inline } : {}),
     };
-    await enqueueFinalization(js, names, job, after.finalizeRound);
+    const runTrace = loop.projection.runs.get(spec.runId)?.snapshot.context.traceparent;
+    await enqueueFinalization(js, names, job, after.finalizeRound, undefined, runTrace);
     const step = await this.moveStep(spec.runId, spec.stepId, 'Blocked', 'StepReady', {});
     return { task, attemptId: attemptId!, round: after.finalizeRound, step };
   }

@@ -5,6 +5,9 @@ import type { DispatchBody } from '../../../streams/queues.js';
 import { newId, newToken } from '../../ids.js';
 import { tokenHashOf } from './attempt-token.js';
 import type { BackendContext } from '../context.js';
+import { SpanKind } from '@opentelemetry/api';
+import { inSpan } from '../../tracing/tracer.js';
+import { contextFromTraceparent, traceparentOf } from '../../tracing/traceparent.js';
 
 /** What one dispatch did: the attempt it minted and where it went. */
 export interface Dispatched {
@@ -52,18 +55,44 @@ export async function dispatchTask(
   const attemptId = newId();
   const token = newToken();
   const attempt = task.attempt + 1;
-  await ctx.writer.write({
-    subject: ctx.names.subjects.task(runId, taskId),
-    type: 'TaskPublished',
-    data: { attempt, attemptId, tokenHash: tokenHashOf(token), tag },
-    id: `publish.${attemptId}`,
-  });
-  const step = ctx.loop.projection.steps.get(`${runId}.${stepId}`)?.snapshot.context;
-  const body: DispatchBody = { runId, stepId, taskId, attempt, attemptId, token };
-  if (task.spec.command !== undefined) body.command = task.spec.command;
-  if (task.spec.input !== undefined) body.input = task.spec.input;
-  if (step?.timeoutMs != null) body.timeoutMs = step.timeoutMs;
-  if (step) body.output = step.output;
-  await publishDispatch(ctx.js, ctx.names, tag, body);
+  const publish = async (traceparent?: string): Promise<void> => {
+    await ctx.writer.write({
+      subject: ctx.names.subjects.task(runId, taskId),
+      type: 'TaskPublished',
+      data: { attempt, attemptId, tokenHash: tokenHashOf(token), tag },
+      id: `publish.${attemptId}`,
+    });
+    const step = ctx.loop.projection.steps.get(`${runId}.${stepId}`)?.snapshot.context;
+    const body: DispatchBody = { runId, stepId, taskId, attempt, attemptId, token };
+    if (task.spec.command !== undefined) body.command = task.spec.command;
+    if (task.spec.input !== undefined) body.input = task.spec.input;
+    if (step?.timeoutMs != null) body.timeoutMs = step.timeoutMs;
+    if (step) body.output = step.output;
+    await publishDispatch(ctx.js, ctx.names, tag, body, traceparent);
+  };
+  const runTrace = ctx.loop.projection.runs.get(runId)?.snapshot.context.traceparent;
+  // A run nobody traced at submit gets no trace later.
+  if (runTrace === undefined) await publish();
+  else {
+    // A span of this process, ended here: the run's trace context is only a parent, never a
+    // span held open while the task waits. With no tracer provider, the run's context goes
+    // on as it is.
+    await inSpan(
+      'dispatch',
+      {
+        kind: SpanKind.PRODUCER,
+        parent: contextFromTraceparent(runTrace),
+        attributes: {
+          'sonar.run_id': runId,
+          'sonar.step_id': stepId,
+          'sonar.task_id': taskId,
+          'sonar.attempt': attempt,
+          'sonar.attempt_id': attemptId,
+          'sonar.tag': tag,
+        },
+      },
+      (_span, spanCtx) => publish(traceparentOf(spanCtx) ?? runTrace),
+    );
+  }
   return { taskKey, tag, attempt, attemptId };
 }

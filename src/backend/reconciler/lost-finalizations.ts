@@ -65,6 +65,8 @@ export async function reenqueueLostFinalizations(
       job,
       c.finalizeRound,
       opts.msgId?.(job, c.finalizeRound),
+      // The result's own trace context went with the lost job: the run's stands in for it.
+      p.runs.get(runId)?.snapshot.context.traceparent,
     );
     if (!ack.duplicate) out.push(keyOf(runId, taskId));
   }

@@ -9,6 +9,8 @@ import { runCommand } from '../../worker/task-runner.js';
 import { createWorker } from '../../worker/worker.js';
 import { UsageError } from '../../display/output.js';
 import { configHelp } from '../config-help.js';
+import { context } from '@opentelemetry/api';
+import { traceparentOf } from '../../tracing/traceparent.js';
 
 interface WorkerFlags {
   tags: string;
@@ -49,7 +51,7 @@ export function registerWorker(program: Command): void {
     .description(
       'run a worker: pull tasks for its tags and run them, each as a command (argv, no shell): with `-- CMD ARGS...` every task runs that command, without it each task runs its own `command`. ' +
         "The task input is written to the command's stdin as JSON, and its stdout is the output; exit 0 succeeds, any other exit fails the attempt (retried up to the task's maxAttempts). " +
-        'The command gets SONAR_RUN_ID, SONAR_TASK_ID and SONAR_ATTEMPT_ID in its environment. ' +
+        'The command gets SONAR_RUN_ID, SONAR_TASK_ID and SONAR_ATTEMPT_ID in its environment, and TRACEPARENT when the attempt is traced (docs/tracing.md). ' +
         'SIGTERM or SIGINT drains (running tasks finish within the drain grace; a second signal releases them at once); exit 0 once drained, 1 when the worker failed (e.g. it was declared Lost).',
     )
     .requiredOption('--tags <tags>', 'comma-separated routing tags, e.g. linux,gpu')
@@ -104,9 +106,17 @@ export function registerWorker(program: Command): void {
             'the task has no command and this worker was started without `-- CMD`',
           );
         }
+        // The handler runs in the attempt span's context: a traced command continues it
+        // (OpenTelemetry's environment carrier, `TRACEPARENT`).
+        const traceparent = traceparentOf(context.active());
         return runCommand(argv, {
           input,
-          env: { SONAR_RUN_ID: t.runId, SONAR_TASK_ID: t.taskId, SONAR_ATTEMPT_ID: t.attemptId },
+          env: {
+            SONAR_RUN_ID: t.runId,
+            SONAR_TASK_ID: t.taskId,
+            SONAR_ATTEMPT_ID: t.attemptId,
+            ...(traceparent !== undefined && { TRACEPARENT: traceparent }),
+          },
           signal: t.signal,
           maxOutputBytes: config.maxOutputBytes,
           onStderr: (text) => t.log(text),

@@ -169,11 +169,11 @@ export function submitHandlers(ctx: BackendContext): Handlers {
       }
     },
 
-    'submit.commit': async (req) => {
+    'submit.commit': async (req, call) => {
       await syncAll(ctx);
       const run = ctx.loop.projection.runs.get(req.runId);
       if (run) return { runId: req.runId, taskCount: run.snapshot.context.taskCount };
-      return refusingFullStore(() => commit(req));
+      return refusingFullStore(() => commit(req, call.traceparent));
     },
   };
 
@@ -294,7 +294,7 @@ export function submitHandlers(ctx: BackendContext): Handlers {
     return { runId: req.runId, stepId: req.stepId, taskCount };
   }
 
-  async function commit(req: ParsedRequestOf<'submit.commit'>) {
+  async function commit(req: ParsedRequestOf<'submit.commit'>, traceparent: string | undefined) {
     const stepIds = stepIdsOf(req.runId);
     if (stepIds.length === 0) {
       throw new SonarError(
@@ -323,7 +323,9 @@ export function submitHandlers(ctx: BackendContext): Handlers {
       await writer.write({
         subject: n.subjects.run(req.runId),
         type: 'RunSubmitted',
-        data: { runId: req.runId, stepIds, taskCount },
+        // The commit's span context becomes the run's: the leader that dispatches its tasks,
+        // perhaps much later and elsewhere, reads it from the projection.
+        data: { runId: req.runId, stepIds, taskCount, ...(traceparent && { traceparent }) },
         id: `run.${req.runId}`,
       });
     } catch (err: unknown) {

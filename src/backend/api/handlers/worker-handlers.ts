@@ -138,8 +138,11 @@ export function workerHandlers(ctx: BackendContext): Handlers {
     return task?.since == null ? null : Date.parse(task.since);
   };
 
-  /** Enqueues the finalization job of the task's accepted result (idempotent by msg id). */
-  const enqueue = async (req: AttemptRequest): Promise<void> => {
+  /**
+   * Enqueues the finalization job of the task's accepted result (idempotent by msg id), with
+   * the `result` request's trace context as its header: the finalization joins the trace.
+   */
+  const enqueue = async (req: AttemptRequest, traceparent?: string): Promise<void> => {
     const task = ctx.loop.projection.tasks.get(keyOf(req.runId, req.taskId))?.snapshot;
     if (!task || task.value !== 'Finalizing' || task.context.attemptId !== req.attemptId) return;
     const output = task.context.output;
@@ -155,6 +158,8 @@ export function workerHandlers(ctx: BackendContext): Handlers {
         ...(output.inline !== null && { outputInline: output.inline }),
       },
       task.context.finalizeRound,
+      undefined,
+      traceparent,
     );
   };
 
@@ -228,7 +233,7 @@ export function workerHandlers(ctx: BackendContext): Handlers {
         allowed: servesTag,
       }),
 
-    result: (req) => {
+    result: (req, call) => {
       checkOutput(req, ctx.config.maxOutputBytes);
       const inline = 'inline' in req.output ? req.output.inline : undefined;
       return handleAttempt(ctx, req, {
@@ -255,10 +260,10 @@ export function workerHandlers(ctx: BackendContext): Handlers {
             id: `result.${req.attemptId}`,
           });
           reportStage(ctx.nodeId, 'run', a.task.context, written, movedAt(req));
-          await enqueue(req);
+          await enqueue(req, call.traceparent);
         },
         done: sameWorker(req),
-        again: () => enqueue(req),
+        again: () => enqueue(req, call.traceparent),
       });
     },
 
