@@ -101,9 +101,16 @@ export const TERMINAL_TASK_STATES: ReadonlySet<string> = new Set([
   'Cancelled',
 ]);
 
+/** Terminal without a result: the task failed, died or was cancelled. */
+export const FAILED_TASK_STATES: ReadonlySet<string> = new Set(['Failed', 'Dead', 'Cancelled']);
+
 /** Settled: nothing more happens without an operator (terminal, or Poisoned). */
 export const isSettledTaskState = (state: string): boolean =>
   TERMINAL_TASK_STATES.has(state) || state === 'Poisoned';
+
+/** Settled without success: failed for good, or held Poisoned. */
+export const isUnsuccessfulTaskState = (state: string): boolean =>
+  FAILED_TASK_STATES.has(state) || state === 'Poisoned';
 
 export function initialTaskContext(created: TaskCreated): TaskContext {
   const d = created.data;

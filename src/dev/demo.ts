@@ -2,6 +2,7 @@ import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Projection } from '../../actors/projection.js';
+import { isTerminalRunState } from '../../actors/run/run.machine.js';
 import { LiveDisplay } from '../display/live-display.js';
 import { paint } from '../display/output.js';
 import {
@@ -37,8 +38,6 @@ export interface DemoSummary {
   /** The worker the demo killed, and the task it held. */
   killed: { workerId: string; task: string } | null;
 }
-
-const TERMINAL_RUN = new Set(['Succeeded', 'Failed', 'Cancelled']);
 
 /** The workers as the display shows them: tags, slots, tasks running, state. */
 function workerLines(p: Projection, color: boolean): string[] {
@@ -138,7 +137,7 @@ export async function runDemo(opts: DemoOptions): Promise<DemoSummary> {
         'workers:',
         ...workerLines(p, color),
       ]);
-      if (run !== undefined && TERMINAL_RUN.has(run)) break;
+      if (run !== undefined && isTerminalRunState(run)) break;
       if (performance.now() > deadline) {
         say(
           paint(color, 'red', `the demo run did not end within ${shortDuration(opts.timeoutMs)}`),
