@@ -15,6 +15,7 @@ import { SonarClient } from '../client/client.js';
 import { demoPace, demoRunFile } from './demo-run.js';
 import type { DevStack } from './dev-stack.js';
 import type { SupervisorEvent } from './supervisor.js';
+import { ErrorCode, SonarError } from '../../actors/errors.js';
 
 export interface DemoOptions {
   stack: DevStack;
@@ -207,7 +208,10 @@ async function waitFor(cond: () => boolean, timeoutMs: number, what: string): Pr
   const deadline = performance.now() + timeoutMs;
   while (!cond()) {
     if (performance.now() > deadline)
-      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+      throw new SonarError(
+        ErrorCode.Timeout,
+        `timed out after ${timeoutMs} ms waiting for ${what}`,
+      );
     await delay(50);
   }
 }

@@ -68,6 +68,7 @@ export class RequestBatcher {
         { retryForMs: 0, ...(items[0]!.opts.signal && { signal: items[0]!.opts.signal }) },
       );
       if (!Array.isArray(ok.replies) || ok.replies.length !== items.length) {
+        // Caught just below, like any failed batch: each request then goes alone.
         throw new Error('batch: the answers do not match the requests');
       }
       replies = ok.replies;

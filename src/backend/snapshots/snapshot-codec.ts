@@ -136,7 +136,8 @@ export function captureProjection(
     (k) => !(PROJECTION_FIELDS as readonly string[]).includes(k),
   );
   if (unknown.length > 0) {
-    throw new Error(
+    throw new SonarError(
+      ErrorCode.Validation,
       `projection field(s) ${unknown.join(', ')} unknown to the snapshot codec: add them to src/backend/snapshots/snapshot-codec.ts and bump SNAPSHOT_FORMAT`,
     );
   }
