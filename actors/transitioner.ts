@@ -9,7 +9,7 @@ export type ActionNames = string[];
 /**
  * The state of one aggregate as the projection keeps it: the machine's state value, its
  * context, and whether it reached a final state. Plain data (no XState snapshot object), so
- * 100k tasks cost ~1 KB each less and a fold allocates one small object per event.
+ * each held task costs less memory and a fold allocates one small object per event.
  * `machine.resolveState(snap)` turns it back into a full XState snapshot when one is needed.
  */
 export interface Snap<C> {
@@ -109,9 +109,9 @@ function compileActions(machineId: string, actions: unknown[], impl: Implementat
 /**
  * Compiles a flat XState machine into a transition table and folds events with it.
  *
- * Why: XState's public `transition()` builds a throwaway actor per call (~46k/s here), and even
- * with one reused actor scope a transition costs ~6 us plus two snapshot objects; replay folds
- * millions of events. Sonar's machines are flat (atomic and final states, guarded transitions,
+ * Why: XState's public `transition()` builds a throwaway actor per call, and even with one
+ * reused actor scope a transition costs far more than a table lookup, plus two snapshot
+ * objects; replay folds millions of events (docs/benchmarks.md has the figures). Sonar's machines are flat (atomic and final states, guarded transitions,
  * `assign` and named actions), so the machine's own config is run directly: the guards and
  * assign functions are the machine's, looked up by the same names, and the context is merged
  * the way XState merges it (`Object.assign({}, context, partial)`).

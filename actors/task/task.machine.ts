@@ -37,7 +37,8 @@ export interface TaskOutput {
 /**
  * Everything the backend and the reconciler need to know about one task. Kept under 20 keys
  * on purpose: XState copies the context with `Object.assign` on every assign, and V8 leaves
- * its fast path above ~20 properties (5 us instead of 0.25 us a copy; bench/event-store.ts).
+ * its fast path above about 20 properties, and each copy becomes many times slower
+ * (bench/event-store.ts; docs/benchmarks.md).
  */
 export interface TaskContext {
   spec: TaskSpec;

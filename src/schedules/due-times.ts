@@ -38,8 +38,8 @@ export interface DueTimes {
 }
 
 /**
- * A cron window's due times are counted one by one (a daily expression in a time zone costs
- * about 0.2 ms each), so the count stops here: it only says how many a catch-up passed over.
+ * A cron window's due times are counted one by one (each costs a cron evaluation in the
+ * expression's time zone), so the count stops here: it only says how many a catch-up passed over.
  */
 export const MAX_COUNTED = 1000;
 

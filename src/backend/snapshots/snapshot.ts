@@ -169,7 +169,7 @@ const writes = new WeakMap<ProjectionLoop, Promise<unknown>>();
  * write is a compare-and-set on the object's revision, so a slower writer never replaces a
  * newer snapshot with an older one (it gets null back).
  *
- * The projection is copied synchronously (tens of ms at 200k tasks) and then encoded,
+ * The projection is copied synchronously (references, so quickly) and then encoded,
  * gzip'd (off the main thread) and uploaded in 128 KiB chunks over many event-loop turns,
  * while the loop goes on folding.
  */
@@ -213,7 +213,7 @@ async function writeNow(deps: SnapshotWriteDeps): Promise<SnapshotWritten | null
       }
     })(),
   );
-  // Level 1: JSON lines still shrink ~8x, at a third of level 6's CPU.
+  // Level 1: JSON lines still shrink well, for much less CPU than level 6 (docs/benchmarks.md).
   const gz = lines.pipe(createGzip({ level: 1, chunkSize: 128 * 1024 }));
   const body = Readable.toWeb(gz) as unknown as ReadableStream<Uint8Array>;
   let info: ObjectInfo;
