@@ -44,6 +44,7 @@ import { stepMachine } from '../../../actors/step/step.machine.js';
 import { initialTaskContext, taskMachine } from '../../../actors/task/task.machine.js';
 import { scheduleMachine } from '../../../actors/schedule/schedule.machine.js';
 import { workerMachine } from '../../../actors/worker/worker.machine.js';
+import { assignmentHeldBy } from '../../../actors/xstate-internals.js';
 import type { Names } from '../../../streams/names.js';
 import type { Logger } from '../../log.js';
 import type { ProjectionLoop } from '../projection/index.js';
@@ -117,7 +118,7 @@ export function snapshotFingerprint(): string {
   if (fingerprintMemo !== null) return fingerprintMemo;
   const replacer = (_k: string, v: unknown): unknown => {
     if (typeof v !== 'function') return v;
-    const assignment = (v as { assignment?: unknown }).assignment;
+    const assignment = assignmentHeldBy(v);
     return `${String(v)}${assignment === undefined ? '' : JSON.stringify(assignment, replacer)}`;
   };
   const h = createHash('sha256').update(`format ${SNAPSHOT_FORMAT}\n`);
