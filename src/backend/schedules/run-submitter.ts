@@ -1,8 +1,9 @@
-import { SonarClient } from '../../client/client.js';
 import type { Logger } from '../../log.js';
 import type { Projection } from '../../../actors/projection.js';
 import type { ScheduleContext } from '../../../actors/schedule/schedule.machine.js';
 import { runFileOf } from '../../schedules/run-template.js';
+import { submitRunFile } from '../../run-submit.js';
+import { ApiClient } from '../../worker/api-client.js';
 import type { BackendContext } from '../context.js';
 
 /** A submit that failed is tried again after this, not on every check. */
@@ -16,17 +17,14 @@ const RETRY_AFTER_MS = 10_000;
  * and the next leader's {@link RunSubmitter.finishOpen} completes it.
  */
 export class RunSubmitter {
-  private readonly client: SonarClient;
+  private readonly api: ApiClient;
   private readonly failedAt = new Map<string, number>();
 
   constructor(
     private readonly ctx: BackendContext,
     private readonly log: Logger,
   ) {
-    this.client = new SonarClient(ctx.nc, {
-      prefix: ctx.names.prefix,
-      maxInputBytes: ctx.config.maxInputBytes,
-    });
+    this.api = new ApiClient(ctx.nc, ctx.names, { timeoutMs: 5_000 });
   }
 
   /** Submits one fired run; false (logged) when it failed, to be tried again later. */
@@ -34,7 +32,10 @@ export class RunSubmitter {
     const last = this.failedAt.get(runId);
     if (last !== undefined && this.ctx.now() - last < RETRY_AFTER_MS) return false;
     try {
-      await this.client.submit(runFileOf(runId, s.run));
+      await submitRunFile(this.api, runFileOf(runId, s.run), {
+        maxInputBytes: this.ctx.config.maxInputBytes,
+        chunkConcurrency: 4,
+      });
       this.failedAt.delete(runId);
       this.log.info('scheduled run submitted', { schedule: s.name, runId });
       return true;
