@@ -232,6 +232,15 @@ function tableOf(p: Projection, kind: AggregateKind): Map<string, Aggregate<AnyS
   }
 }
 
+/**
+ * The entry `ref` names, with the stream sequence of its last event: for the system
+ * aggregate, the last `ReconcilerElected`. Undefined while the aggregate has no event.
+ */
+export function aggregateOf(p: Projection, ref: AggregateRef): { seq: number } | undefined {
+  if (ref.kind === 'system') return p.leader ?? undefined;
+  return tableOf(p, ref.kind)!.get(ref.key);
+}
+
 /** The aggregate key an event's own data names, for creation events (checked against the subject). */
 function keyInData(event: SonarEvent): string | null {
   switch (event.type) {
@@ -413,7 +422,8 @@ function nextOf(
   }
 }
 
-const isOpen = (state: string): state is OpenTaskState =>
+/** Open: not terminal (Poisoned included: an operator may still move it). */
+export const isOpenTaskState = (state: string): state is OpenTaskState =>
   (OPEN_TASK_STATES as readonly string[]).includes(state);
 
 /**
@@ -468,8 +478,8 @@ export function applyDecoded(
     }
     if (event.type === 'TaskPublished') notePublish(p, event.data.tag, Date.parse(event.time));
     if (from !== to) {
-      if (from !== null && isOpen(from)) p.tasksByState[from].delete(ref.key);
-      if (isOpen(to)) p.tasksByState[to].add(ref.key);
+      if (from !== null && isOpenTaskState(from)) p.tasksByState[from].delete(ref.key);
+      if (isOpenTaskState(to)) p.tasksByState[to].add(ref.key);
       const context = (next as TaskSnapshot).context;
       indexTaskMove(index, ref.key, context, from as TaskState | null, to as TaskState);
       markStepActivity(p, stepKey, index);

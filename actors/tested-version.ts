@@ -1,3 +1,5 @@
+import { ErrorCode, SonarError } from './errors.js';
+
 /**
  * Refuses a library version whose internals Sonar was not tested against. A few speed-ups
  * read private fields of nats.js and XState; a minor release may move them, and the failure
@@ -7,7 +9,8 @@
 export function assertTestedVersion(library: string, installed: string, tested: string): void {
   const [major, minor] = installed.split('.');
   if (`${major}.${minor}` === tested) return;
-  throw new Error(
+  throw new SonarError(
+    ErrorCode.Conflict,
     `sonar: ${library} ${installed} is installed, but Sonar reads its internals as of ${tested}.x; install ${library}@~${tested}.0`,
   );
 }

@@ -1,6 +1,7 @@
 import type { AnyStateMachine, ContextFrom, EventFromLogic, InputFrom } from 'xstate';
 import { inertScope, isAssign, isBuiltInGuard, machineInternals } from './xstate-internals.js';
 import type { Implementations } from './xstate-internals.js';
+import { ErrorCode, SonarError } from './errors.js';
 
 /** Named actions a transition asks the backend to carry out (`enqueueFinalization`). */
 export type ActionNames = string[];
@@ -8,7 +9,7 @@ export type ActionNames = string[];
 /**
  * The state of one aggregate as the projection keeps it: the machine's state value, its
  * context, and whether it reached a final state. Plain data (no XState snapshot object), so
- * 100k tasks cost ~1 KB each less and a fold allocates one small object per event.
+ * each held task costs less memory and a fold allocates one small object per event.
  * `machine.resolveState(snap)` turns it back into a full XState snapshot when one is needed.
  */
 export interface Snap<C> {
@@ -57,6 +58,9 @@ function assignmentOf(a: { assignment: unknown }): Assignment {
   };
 }
 
+/** A machine feature the fast path does not implement: refused at compile, never guessed. */
+const uncompilable = (message: string): SonarError => new SonarError(ErrorCode.Validation, message);
+
 function compileGuard(
   machineId: string,
   guard: unknown,
@@ -66,14 +70,14 @@ function compileGuard(
   const name = typeof guard === 'string' ? guard : (guard as { type?: unknown }).type;
   // and/or/not/stateIn evaluate through XState's own machinery, not by a call.
   if (isBuiltInGuard(guard)) {
-    throw new Error(
+    throw uncompilable(
       `${machineId}: guard ${JSON.stringify(name)} (a combinator) cannot be compiled`,
     );
   }
   const fn =
     typeof guard === 'function' ? guard : typeof name === 'string' ? impl.guards[name] : undefined;
   if (typeof fn !== 'function' || isBuiltInGuard(fn)) {
-    throw new Error(`${machineId}: guard ${JSON.stringify(name)} cannot be compiled`);
+    throw uncompilable(`${machineId}: guard ${JSON.stringify(name)} cannot be compiled`);
   }
   const params =
     typeof guard === 'object' && guard !== null
@@ -97,7 +101,7 @@ function compileActions(machineId: string, actions: unknown[], impl: Implementat
     const resolved = typeof action === 'string' ? impl.actions[action] : action;
     if (isAssign(resolved)) assigns.push(assignmentOf(resolved));
     else if (typeof action === 'string' && typeof resolved === 'function') named.push(action);
-    else throw new Error(`${machineId}: action ${JSON.stringify(action)} cannot be compiled`);
+    else throw uncompilable(`${machineId}: action ${JSON.stringify(action)} cannot be compiled`);
   }
   return { assigns, named };
 }
@@ -105,9 +109,9 @@ function compileActions(machineId: string, actions: unknown[], impl: Implementat
 /**
  * Compiles a flat XState machine into a transition table and folds events with it.
  *
- * Why: XState's public `transition()` builds a throwaway actor per call (~46k/s here), and even
- * with one reused actor scope a transition costs ~6 us plus two snapshot objects; replay folds
- * millions of events. Sonar's machines are flat (atomic and final states, guarded transitions,
+ * Why: XState's public `transition()` builds a throwaway actor per call, and even with one
+ * reused actor scope a transition costs far more than a table lookup, plus two snapshot
+ * objects; replay folds millions of events (docs/benchmarks.md has the figures). Sonar's machines are flat (atomic and final states, guarded transitions,
  * `assign` and named actions), so the machine's own config is run directly: the guards and
  * assign functions are the machine's, looked up by the same names, and the context is merged
  * the way XState merges it (`Object.assign({}, context, partial)`).
@@ -125,16 +129,16 @@ export function createTransitioner<M extends AnyStateMachine>(machine: M): Trans
   const finals = new Set<string>();
   for (const node of Object.values(root.states)) {
     if (Object.keys(node.states).length > 0 || (node.type !== 'atomic' && node.type !== 'final')) {
-      throw new Error(`${id}: state ${node.key} is not flat; the fast path cannot compile it`);
+      throw uncompilable(`${id}: state ${node.key} is not flat; the fast path cannot compile it`);
     }
     if (node.entry.length > 0 || node.exit.length > 0 || (node.invoke ?? []).length > 0) {
-      throw new Error(`${id}: state ${node.key} has entry/exit/invoke; cannot compile`);
+      throw uncompilable(`${id}: state ${node.key} has entry/exit/invoke; cannot compile`);
     }
-    if ((node.after ?? []).length > 0) throw new Error(`${id}: state ${node.key} has after`);
+    if ((node.after ?? []).length > 0) throw uncompilable(`${id}: state ${node.key} has after`);
     // An eventless transition is allowed only to settle the initial state, which initial()
     // resolves with XState itself; no event can reach that state afterwards.
     if ((node.always ?? []).length > 0 && (node.key !== initialKey || node.transitions.size > 0)) {
-      throw new Error(`${id}: state ${node.key} has an eventless transition; cannot compile`);
+      throw uncompilable(`${id}: state ${node.key} has an eventless transition; cannot compile`);
     }
     if (node.type === 'final') finals.add(node.key);
     const byEvent = new Map<string, Compiled[]>();
@@ -142,7 +146,7 @@ export function createTransitioner<M extends AnyStateMachine>(machine: M): Trans
       byEvent.set(
         eventType,
         defs.map((d) => {
-          if ((d.target ?? []).length > 1) throw new Error(`${id}: multiple targets`);
+          if ((d.target ?? []).length > 1) throw uncompilable(`${id}: multiple targets`);
           return {
             guard: compileGuard(id, d.guard, impl),
             target: d.target?.[0]?.key ?? null,
@@ -153,7 +157,8 @@ export function createTransitioner<M extends AnyStateMachine>(machine: M): Trans
     }
     table.set(node.key, byEvent);
   }
-  if ((root.transitions?.size ?? 0) > 0) throw new Error(`${id}: root transitions; cannot compile`);
+  if ((root.transitions?.size ?? 0) > 0)
+    throw uncompilable(`${id}: root transitions; cannot compile`);
 
   const actions: string[] = [];
   const scope = inertScope(machine, (type) => actions.push(type));

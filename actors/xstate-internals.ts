@@ -58,6 +58,13 @@ export const isAssign = (a: unknown): a is { assignment: unknown } =>
   typeof a === 'function' && (a as { type?: string }).type === 'xstate.assign';
 
 /**
+ * The assignment a function holds when it is an `assign(...)` (its source alone does not show
+ * it), else undefined. Read off any function, as the snapshot fingerprint always has.
+ */
+export const assignmentHeldBy = (fn: unknown): unknown =>
+  typeof fn === 'function' ? (fn as { assignment?: unknown }).assignment : undefined;
+
+/**
  * One inert actor scope for `getInitialSnapshot`, reused: the public `initialTransition`
  * builds an actor per call. Actions the initial state runs are handed to `onAction`.
  */

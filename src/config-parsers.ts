@@ -6,6 +6,7 @@ import { PREFIX_RE } from '../streams/names.js';
 import { parseDuration, parseSize } from './duration.js';
 import { parseTagRates } from '../actors/reconciler/tag-rates.js';
 import type { TagRates } from '../actors/reconciler/tag-rates.js';
+import { ValidationError } from '../actors/errors.js';
 
 /** A setting's value as given: an environment string, or a number from code or a flag. */
 export type Raw = string | number;
@@ -19,24 +20,25 @@ export const text: Parser<string> = (raw) => String(raw);
 export function duration(min: 0 | 1): Parser<number> {
   return (raw) => {
     const ms = parseDuration(raw);
-    if (ms < min) throw new Error(`${show(raw)} must be more than 0 (e.g. 5s)`);
+    if (ms < min) throw new ValidationError(`${show(raw)} must be more than 0 (e.g. 5s)`);
     return ms;
   };
 }
 
 export const size: Parser<number> = (raw) => {
   const bytes = parseSize(raw);
-  if (bytes < 1) throw new Error(`${show(raw)} must be more than 0 (e.g. 64MiB)`);
+  if (bytes < 1) throw new ValidationError(`${show(raw)} must be more than 0 (e.g. 64MiB)`);
   return bytes;
 };
 
 export function integer(min: number, max = Number.MAX_SAFE_INTEGER): Parser<number> {
   return (raw) => {
     const trimmed = String(raw).trim();
-    if (!/^\d+$/.test(trimmed)) throw new Error(`${show(raw)} is not a whole number (e.g. ${min})`);
+    if (!/^\d+$/.test(trimmed))
+      throw new ValidationError(`${show(raw)} is not a whole number (e.g. ${min})`);
     const n = Number(trimmed);
-    if (n < min) throw new Error(`${show(raw)} must be at least ${min}`);
-    if (n > max) throw new Error(`${show(raw)} must be at most ${max}`);
+    if (n < min) throw new ValidationError(`${show(raw)} must be at least ${min}`);
+    if (n > max) throw new ValidationError(`${show(raw)} must be at most ${max}`);
     return n;
   };
 }
@@ -46,7 +48,7 @@ export const sizeOrAuto: Parser<number | 'auto'> = (raw) => {
   try {
     return size(raw);
   } catch {
-    throw new Error(`${show(raw)} is not a size or auto (e.g. 8GiB)`);
+    throw new ValidationError(`${show(raw)} is not a size or auto (e.g. 8GiB)`);
   }
 };
 
@@ -57,8 +59,8 @@ export const positiveNumber: Parser<number> = (raw) => {
   const trimmed = String(raw).trim();
   const n = Number(trimmed);
   if (trimmed === '' || !Number.isFinite(n))
-    throw new Error(`${show(raw)} is not a number (e.g. 1.5)`);
-  if (n <= 0) throw new Error(`${show(raw)} must be more than 0`);
+    throw new ValidationError(`${show(raw)} is not a number (e.g. 1.5)`);
+  if (n <= 0) throw new ValidationError(`${show(raw)} must be more than 0`);
   return n;
 };
 
@@ -68,7 +70,7 @@ export const flag: Parser<boolean> = (raw) => {
   const value = String(raw).trim().toLowerCase();
   if (TRUE.has(value)) return true;
   if (FALSE.has(value)) return false;
-  throw new Error(`${show(raw)} is not a boolean (1, true, 0 or false)`);
+  throw new ValidationError(`${show(raw)} is not a boolean (1, true, 0 or false)`);
 };
 
 export const flagOrAuto: Parser<boolean | 'auto'> = (raw) => {
@@ -76,7 +78,7 @@ export const flagOrAuto: Parser<boolean | 'auto'> = (raw) => {
   try {
     return flag(raw);
   } catch {
-    throw new Error(`${show(raw)} is not auto, true or false`);
+    throw new ValidationError(`${show(raw)} is not auto, true or false`);
   }
 };
 
@@ -84,7 +86,7 @@ export const port: Parser<number> = (raw) => {
   const trimmed = String(raw).trim();
   const n = Number(trimmed);
   if (!/^\d+$/.test(trimmed) || n > 65535) {
-    throw new Error(`${show(raw)} is not a port (0 to 65535, e.g. 8080)`);
+    throw new ValidationError(`${show(raw)} is not a port (0 to 65535, e.g. 8080)`);
   }
   return n;
 };
@@ -92,7 +94,7 @@ export const port: Parser<number> = (raw) => {
 export const prefix: Parser<string> = (raw) => {
   const value = String(raw);
   if (!PREFIX_RE.test(value)) {
-    throw new Error(
+    throw new ValidationError(
       `${show(raw)} is not a prefix (lowercase letters, digits, _ or -, starting with a letter, at most 31 characters, e.g. sonar)`,
     );
   }
@@ -112,7 +114,7 @@ export const natsUrl: Parser<string> = (raw) => {
       return false;
     }
   });
-  if (!ok) throw new Error(`${show(raw)} is not a NATS URL (e.g. nats://127.0.0.1:4222)`);
+  if (!ok) throw new ValidationError(`${show(raw)} is not a NATS URL (e.g. nats://127.0.0.1:4222)`);
   return value;
 };
 
@@ -125,6 +127,7 @@ export const httpUrl: Parser<string> = (raw) => {
   } catch (_err: unknown) {
     ok = false;
   }
-  if (!ok) throw new Error(`${show(raw)} is not an http(s) URL (e.g. http://127.0.0.1:9000)`);
+  if (!ok)
+    throw new ValidationError(`${show(raw)} is not an http(s) URL (e.g. http://127.0.0.1:9000)`);
   return value.replace(/\/+$/, '');
 };

@@ -6,6 +6,7 @@
  */
 import { pino } from 'pino';
 import { processEnvironment } from './config.js';
+import { ValidationError } from '../actors/errors.js';
 
 /** Fields a log line may carry, e.g. `runId taskId attemptId workerId subject seq`. */
 export type LogMeta = Record<string, unknown>;
@@ -51,7 +52,7 @@ const isLogLevel = (value: string): value is LogLevel =>
  * A pino-backed {@link Logger} writing JSON lines (`level`, `time`, `msg`, bindings, meta).
  * Errors under `err` or `error` are serialized with their message, type and stack.
  *
- * @throws Error when the level is unknown, e.g. `SONAR_LOG_LEVEL: "loud" is not a log level
+ * @throws ValidationError when the level is unknown, e.g. `SONAR_LOG_LEVEL: "loud" is not a log level
  * (one of trace, debug, info, warn, error, fatal, silent)`.
  */
 export function createLogger(opts: LoggerOptions = {}): Logger {
@@ -59,7 +60,7 @@ export function createLogger(opts: LoggerOptions = {}): Logger {
   const level = (opts.level ?? processEnvironment.logLevel() ?? 'info').trim().toLowerCase();
   if (!isLogLevel(level)) {
     const shown = JSON.stringify(opts.level ?? processEnvironment.logLevel());
-    throw new Error(
+    throw new ValidationError(
       `${fromEnv ? 'SONAR_LOG_LEVEL: ' : ''}${shown} is not a log level (one of ${logLevels.join(', ')})`,
     );
   }

@@ -297,26 +297,9 @@ export interface CredentialReply {
   jsApiPrefix?: string;
 }
 
-/** A dispatch message (DESIGN.md section 6, step 3). */
-export const dispatchMessageSchema = z.object({
-  runId: id,
-  stepId: id,
-  taskId: id,
-  attempt: z.number().int().min(1),
-  attemptId: id,
-  token: z.string().min(1),
-  command: z.array(z.string()).min(1).optional(),
-  input: z.unknown().optional(),
-  /** The step's own limit, enforced by the worker (SIGTERM, then SIGKILL 5 s later). */
-  timeoutMs: z.number().int().min(1).optional(),
-  /**
-   * The step's output kind. A `json` result that is not JSON fails the attempt at the worker
-   * (not retryable) instead of poisoning its finalization. Absent from an older backend: the
-   * worker does not check.
-   */
-  output: z.enum(['json', 'bytes']).optional(),
-});
-export type DispatchMessage = z.output<typeof dispatchMessageSchema>;
+/** A dispatch message (DESIGN.md section 6, step 3): defined beside its publisher. */
+export { dispatchMessageSchema } from '../streams/queues.js';
+export type { DispatchMessage } from '../streams/queues.js';
 
 /** A registry entry in `sonar_workers` (DESIGN.md section 4). */
 export const registryEntrySchema = z.object({

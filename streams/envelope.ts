@@ -14,7 +14,7 @@ const decoder = new TextDecoder();
 
 export function encodeEnvelope(e: { id: string; type: string; data: unknown }): Uint8Array {
   // Buffer.from, not TextEncoder: small buffers come from Node's pool instead of an
-  // ArrayBuffer each, about half the cost per event on the bulk write path (bench/submit.ts).
+  // ArrayBuffer each, which the bulk write path feels per event (bench/submit.ts).
   return Buffer.from(JSON.stringify({ id: e.id, type: e.type, v: EVENT_VERSION, data: e.data }));
 }
 

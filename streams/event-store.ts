@@ -302,7 +302,8 @@ export class EventStore {
     let waiting = true;
     let stalled = false;
     let seen = last;
-    // One timer for the whole read, not one per event: replays run at 100k+ events/s.
+    // One timer for the whole read, not one per event: at replay speed a timer per event
+    // would cost more than the event.
     const guard = setInterval(() => {
       if (waiting && seen === last) {
         stalled = true;

@@ -4,6 +4,7 @@
  * `p_workers`; consumer names live inside their stream and keep no prefix.
  */
 import { ValidationError } from '../actors/errors.js';
+import type { AggregateRef } from '../actors/events.js';
 export interface Names {
   prefix: string;
   streams: {
@@ -147,4 +148,24 @@ export function names(prefix = 'sonar'): Names {
       maxDeliveriesAdvisory: `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.${finalizeStream}.>`,
     },
   };
+}
+
+/** The events subject of an aggregate, from its projection key (`<runId>.<id>`, `<workerId>`). */
+export function aggregateSubject(n: Names, ref: AggregateRef): string {
+  const dot = ref.key.indexOf('.');
+  const [runId, id] = dot < 0 ? [ref.key, ''] : [ref.key.slice(0, dot), ref.key.slice(dot + 1)];
+  switch (ref.kind) {
+    case 'task':
+      return n.subjects.task(runId, id);
+    case 'step':
+      return n.subjects.step(runId, id);
+    case 'run':
+      return n.subjects.run(ref.key);
+    case 'worker':
+      return n.subjects.worker(ref.key);
+    case 'system':
+      return n.subjects.system(ref.key);
+    case 'schedule':
+      return n.subjects.schedule(ref.key);
+  }
 }

@@ -1,23 +1,57 @@
 import type { JetStreamClient, PubAck } from '@nats-io/jetstream';
 import { headers } from '@nats-io/transport-node';
 import type { MsgHdrs } from '@nats-io/transport-node';
+import { z } from 'zod';
+import { ID_RE } from '../actors/ids.js';
 import type { Names } from './names.js';
 
 const encoder = new TextEncoder();
 
-/** A dispatch message body (DESIGN.md section 6, step 3); the token travels only here. */
-export interface DispatchBody {
-  runId: string;
-  stepId: string;
-  taskId: string;
-  attempt: number;
-  attemptId: string;
-  token: string;
-  command?: string[];
-  input?: unknown;
-  timeoutMs?: number;
-  /** The step's output kind: a worker checks its handler's result against it. */
-  output?: 'json' | 'bytes';
+const id = z.string().regex(ID_RE, 'must match ^[A-Za-z0-9_-]{1,64}$');
+
+/**
+ * A dispatch message (DESIGN.md section 6, step 3); the token travels only here. Not strict:
+ * a worker takes what it knows from a newer or older backend's message and ignores the rest.
+ */
+export const dispatchMessageSchema = z.object({
+  runId: id,
+  stepId: id,
+  taskId: id,
+  attempt: z.number().int().min(1),
+  attemptId: id,
+  token: z.string().min(1),
+  command: z.array(z.string()).min(1).optional(),
+  input: z.unknown().optional(),
+  /** The step's own limit, enforced by the worker (SIGTERM, then SIGKILL 5 s later). */
+  timeoutMs: z.number().int().min(1).optional(),
+  /**
+   * The step's output kind. A `json` result that is not JSON fails the attempt at the worker
+   * (not retryable) instead of poisoning its finalization. Absent from an older backend: the
+   * worker does not check.
+   */
+  output: z.enum(['json', 'bytes']).optional(),
+});
+export type DispatchMessage = z.output<typeof dispatchMessageSchema>;
+
+/** The task and attempt a dispatch message is for: what the backend reads back from the stream. */
+export type DispatchRef = Pick<DispatchMessage, 'runId' | 'taskId' | 'attemptId'>;
+
+const dispatchRefSchema = dispatchMessageSchema.pick({
+  runId: true,
+  taskId: true,
+  attemptId: true,
+});
+
+/** The task and attempt of a stored dispatch message, or null when it does not name them. */
+export function dispatchRefOf(m: { json<T>(): T }): DispatchRef | null {
+  let raw: unknown;
+  try {
+    raw = m.json<unknown>();
+  } catch (_err: unknown) {
+    return null;
+  }
+  const parsed = dispatchRefSchema.safeParse(raw);
+  return parsed.success ? parsed.data : null;
 }
 
 /**
@@ -42,7 +76,7 @@ export function publishDispatch(
   js: JetStreamClient,
   n: Names,
   tag: string,
-  body: DispatchBody,
+  body: DispatchMessage,
   traceparent?: string,
 ): Promise<PubAck> {
   return js.publish(n.subjects.dispatch(tag), encoder.encode(JSON.stringify(body)), {

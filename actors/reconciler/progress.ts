@@ -1,5 +1,5 @@
 import type { Aggregate, Projection, RunSnapshot, StepIndex, StepSnapshot } from '../projection.js';
-import { TERMINAL_TASK_STATES } from '../task/task.machine.js';
+import { FAILED_TASK_STATES, TERMINAL_TASK_STATES } from '../task/task.machine.js';
 import { reconcilerEvent } from './decisions.js';
 import type { ReconcilerEvent } from './decisions.js';
 
@@ -15,7 +15,6 @@ function taskIdsIn(p: Projection, stepKey: string, states: ReadonlySet<string>):
   return out;
 }
 
-const BAD = new Set(['Failed', 'Dead', 'Cancelled']);
 const POISONED = new Set(['Poisoned']);
 
 /** Task tallies of a step; `settled` once every task it announced exists and is settled. */
@@ -36,7 +35,7 @@ function tally(step: StepSnapshot, index: StepIndex | undefined) {
 }
 
 function failure(p: Projection, key: string, seq: number): ReconcilerEvent {
-  const taskIds = taskIdsIn(p, key, BAD);
+  const taskIds = taskIdsIn(p, key, FAILED_TASK_STATES);
   const first = taskIds[0]!;
   const state = p.tasks.get(`${key.slice(0, key.indexOf('.'))}.${first}`)!.snapshot.value;
   const what = `task ${first} ${state === 'Dead' ? 'died' : state.toLowerCase()}`;

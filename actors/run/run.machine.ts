@@ -14,6 +14,15 @@ export interface RunContext {
 
 export type RunState = 'Running' | 'Succeeded' | 'Failed' | 'Cancelled';
 
+/** States from which a run never moves again. */
+export const TERMINAL_RUN_STATES: ReadonlySet<string> = new Set([
+  'Succeeded',
+  'Failed',
+  'Cancelled',
+]);
+
+export const isTerminalRunState = (state: string): boolean => TERMINAL_RUN_STATES.has(state);
+
 /**
  * Run lifecycle (DESIGN.md section 3): `RunSubmitted` is appended last by submit, so a run
  * exists (and is dispatched) only once whole. Running, then Succeeded, Failed or Cancelled.

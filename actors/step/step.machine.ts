@@ -28,6 +28,9 @@ export interface StepContext {
 
 export type StepState = 'Waiting' | 'Ready' | 'Blocked' | 'Succeeded' | 'Failed' | 'Skipped';
 
+/** States a step can still leave: it has not succeeded, failed or been skipped. */
+export const UNFINISHED_STEP_STATES: ReadonlySet<string> = new Set(['Waiting', 'Ready', 'Blocked']);
+
 export function initialStepContext(created: StepCreated): StepContext {
   const d = created.data;
   return {

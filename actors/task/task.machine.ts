@@ -37,7 +37,8 @@ export interface TaskOutput {
 /**
  * Everything the backend and the reconciler need to know about one task. Kept under 20 keys
  * on purpose: XState copies the context with `Object.assign` on every assign, and V8 leaves
- * its fast path above ~20 properties (5 us instead of 0.25 us a copy; bench/event-store.ts).
+ * its fast path above about 20 properties, and each copy becomes many times slower
+ * (bench/event-store.ts; docs/benchmarks.md).
  */
 export interface TaskContext {
   spec: TaskSpec;
@@ -101,9 +102,16 @@ export const TERMINAL_TASK_STATES: ReadonlySet<string> = new Set([
   'Cancelled',
 ]);
 
+/** Terminal without a result: the task failed, died or was cancelled. */
+export const FAILED_TASK_STATES: ReadonlySet<string> = new Set(['Failed', 'Dead', 'Cancelled']);
+
 /** Settled: nothing more happens without an operator (terminal, or Poisoned). */
 export const isSettledTaskState = (state: string): boolean =>
   TERMINAL_TASK_STATES.has(state) || state === 'Poisoned';
+
+/** Settled without success: failed for good, or held Poisoned. */
+export const isUnsuccessfulTaskState = (state: string): boolean =>
+  FAILED_TASK_STATES.has(state) || state === 'Poisoned';
 
 export function initialTaskContext(created: TaskCreated): TaskContext {
   const d = created.data;

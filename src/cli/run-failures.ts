@@ -1,4 +1,5 @@
 import type { Projection } from '../../actors/projection.js';
+import { isUnsuccessfulTaskState } from '../../actors/task/task.machine.js';
 import type { EventStore } from '../../streams/event-store.js';
 import { paint } from '../display/output.js';
 
@@ -12,8 +13,6 @@ export interface TaskFailure {
   /** The task's last error: the command's stderr tail, `dead: ...`, `cancelled: ...`. */
   error: string | null;
 }
-
-const BAD = new Set(['Failed', 'Dead', 'Cancelled', 'Poisoned']);
 
 /**
  * The tasks of `runId` that did not succeed (Failed, Dead, Cancelled, Poisoned), in run-file
@@ -29,7 +28,7 @@ export async function runFailures(
   const keys: string[] = [];
   for (const stepId of p.runs.get(runId)?.snapshot.context.stepIds ?? []) {
     for (const key of p.stepTasks.get(`${runId}.${stepId}`) ?? []) {
-      if (BAD.has(p.tasks.get(key)!.snapshot.value)) keys.push(key);
+      if (isUnsuccessfulTaskState(p.tasks.get(key)!.snapshot.value)) keys.push(key);
     }
   }
   const failures = await Promise.all(

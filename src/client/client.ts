@@ -1,6 +1,5 @@
 import { jetstreamManager } from '@nats-io/jetstream';
 import { SpanKind } from '@opentelemetry/api';
-import type { Span } from '@opentelemetry/api';
 import { inSpan } from '../tracing/tracer.js';
 import { traceparentOf } from '../tracing/traceparent.js';
 import type { NatsConnection } from '@nats-io/transport-node';
@@ -10,12 +9,11 @@ import { EventStore } from '../../streams/event-store.js';
 import { explainMissingStreams } from '../../streams/missing-topology.js';
 import { names } from '../../streams/names.js';
 import type { Names } from '../../streams/names.js';
-import { SUBMIT_CHUNK_MAX_BYTES, SUBMIT_CHUNK_MAX_TASKS } from '../limits.js';
 import { loadConfig } from '../config.js';
 import type { Logger } from '../log.js';
 import { connectNats } from '../nats.js';
 import type { ConnectSettings } from '../nats.js';
-import type { ParsedRunFile, RunFile, TaskSpecInput } from '../protocol.js';
+import type { ParsedRunFile, RunFile } from '../protocol.js';
 import { createOutputStore } from '../storage/create-output-store.js';
 import type { OutputStoreSettings } from '../storage/create-output-store.js';
 import type { OutputStore } from '../storage/output-store.js';
@@ -26,10 +24,14 @@ import type { StoredResult } from '../storage/results-sink.js';
 import type { LogChunk } from '../storage/task-logs.js';
 import { ProgressStore } from '../storage/task-progress.js';
 import type { TaskProgress } from '../storage/task-progress.js';
-import { ApiClient, isApiError } from '../worker/api-client.js';
-import { runFileHash, validateRunFile } from '../run-file.js';
+import { ApiClient } from '../worker/api-client.js';
+import { submitParsedRunFile } from '../run-submit.js';
+import { validateRunFile } from '../run-file.js';
+import type { Submitted } from '../run-submit.js';
 import { isRunEnded } from './run-status.js';
 import type { RunStatus } from './run-status.js';
+export { chunkTasks } from '../run-submit.js';
+export type { Submitted } from '../run-submit.js';
 export type { RunStatus } from './run-status.js';
 export type { RunUpdate } from './run-watch.js';
 import { watchRun } from './run-watch.js';
@@ -75,43 +77,6 @@ export interface SonarClientOptions {
    */
   resultsUrl?: string;
   log?: Logger;
-}
-
-/** What `submit` and `submit.commit` answer. */
-export interface Submitted {
-  runId: string;
-  taskCount: number;
-}
-
-/** A `validation` answer that names `field` as an unknown key (zod's unrecognized_keys). */
-function isUnknownFieldRefusal(err: unknown, field: string): boolean {
-  if (!isApiError(err, 'validation')) return false;
-  const issues = (err.details['issues'] ?? []) as { path?: unknown; message?: unknown }[];
-  return (
-    Array.isArray(issues) &&
-    issues.some((i) => typeof i.message === 'string' && i.message.includes(`"${field}"`))
-  );
-}
-
-/** Splits tasks into chunks of at most 1,000 tasks and 512 KiB of JSON. */
-export function chunkTasks(tasks: TaskSpecInput[]): TaskSpecInput[][] {
-  const chunks: TaskSpecInput[][] = [];
-  let current: TaskSpecInput[] = [];
-  // Room for the chunk's envelope (`{"runId":..,"stepId":..,"tasks":[...]}`).
-  const budget = SUBMIT_CHUNK_MAX_BYTES - 1024;
-  let bytes = 2;
-  for (const t of tasks) {
-    const size = Buffer.byteLength(JSON.stringify(t), 'utf8') + 1;
-    if (current.length > 0 && (current.length >= SUBMIT_CHUNK_MAX_TASKS || bytes + size > budget)) {
-      chunks.push(current);
-      current = [];
-      bytes = 2;
-    }
-    current.push(t);
-    bytes += size;
-  }
-  if (current.length > 0) chunks.push(current);
-  return chunks;
 }
 
 /**
@@ -184,44 +149,16 @@ export class SonarClient {
     return inSpan(
       'submit',
       { kind: SpanKind.CLIENT, attributes: { 'sonar.run_id': file.runId } },
-      (span, ctx) => this.submitParsed(file, traceparentOf(ctx), span),
-    );
-  }
-
-  private async submitParsed(
-    file: ParsedRunFile,
-    traceparent: string | undefined,
-    span: Span,
-  ): Promise<Submitted> {
-    const call = traceparent === undefined ? {} : { traceparent };
-    const taskCount = file.steps.reduce((n, s) => n + s.tasks.length, 0);
-    const begin = {
-      runId: file.runId,
-      hash: runFileHash(file),
-      steps: file.steps.map(({ tasks, ...step }) => ({ ...step, taskCount: tasks.length })),
-      taskCount,
-    };
-    // `bytes` lets the backend refuse a run too large for the event log before it writes
-    // anything; a backend older than the field refuses it as unknown: ask again without it.
-    const bytes = file.steps.reduce((n, s) => n + Buffer.byteLength(JSON.stringify(s.tasks)), 0);
-    span.setAttribute('sonar.task_count', taskCount);
-    await this.api.request('submit.begin', { ...begin, bytes }, call).catch((err: unknown) => {
-      if (!isUnknownFieldRefusal(err, 'bytes')) throw err;
-      return this.api.request('submit.begin', begin, call);
-    });
-    const chunks = file.steps.flatMap((s) =>
-      chunkTasks(s.tasks).map((tasks) => ({ runId: file.runId, stepId: s.id, tasks })),
-    );
-    let next = 0;
-    const lane = async (): Promise<void> => {
-      while (next < chunks.length) await this.api.request('submit.tasks', chunks[next++]!, call);
-    };
-    const lanes = Math.max(1, this.opts.chunkConcurrency ?? 4);
-    await Promise.all(Array.from({ length: Math.min(lanes, chunks.length) }, lane));
-    return this.api.request<'submit.commit', Submitted>(
-      'submit.commit',
-      { runId: file.runId },
-      call,
+      async (span, ctx) => {
+        span.setAttribute(
+          'sonar.task_count',
+          file.steps.reduce((n, s) => n + s.tasks.length, 0),
+        );
+        return submitParsedRunFile(this.api, file, {
+          chunkConcurrency: this.opts.chunkConcurrency ?? 4,
+          traceparent: traceparentOf(ctx),
+        });
+      },
     );
   }
 

@@ -2,6 +2,7 @@ import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Projection } from '../../actors/projection.js';
+import { isTerminalRunState } from '../../actors/run/run.machine.js';
 import { LiveDisplay } from '../display/live-display.js';
 import { paint } from '../display/output.js';
 import {
@@ -14,6 +15,7 @@ import { SonarClient } from '../client/client.js';
 import { demoPace, demoRunFile } from './demo-run.js';
 import type { DevStack } from './dev-stack.js';
 import type { SupervisorEvent } from './supervisor.js';
+import { ErrorCode, SonarError } from '../../actors/errors.js';
 
 export interface DemoOptions {
   stack: DevStack;
@@ -37,8 +39,6 @@ export interface DemoSummary {
   /** The worker the demo killed, and the task it held. */
   killed: { workerId: string; task: string } | null;
 }
-
-const TERMINAL_RUN = new Set(['Succeeded', 'Failed', 'Cancelled']);
 
 /** The workers as the display shows them: tags, slots, tasks running, state. */
 function workerLines(p: Projection, color: boolean): string[] {
@@ -138,7 +138,7 @@ export async function runDemo(opts: DemoOptions): Promise<DemoSummary> {
         'workers:',
         ...workerLines(p, color),
       ]);
-      if (run !== undefined && TERMINAL_RUN.has(run)) break;
+      if (run !== undefined && isTerminalRunState(run)) break;
       if (performance.now() > deadline) {
         say(
           paint(color, 'red', `the demo run did not end within ${shortDuration(opts.timeoutMs)}`),
@@ -208,7 +208,10 @@ async function waitFor(cond: () => boolean, timeoutMs: number, what: string): Pr
   const deadline = performance.now() + timeoutMs;
   while (!cond()) {
     if (performance.now() > deadline)
-      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+      throw new SonarError(
+        ErrorCode.Timeout,
+        `timed out after ${timeoutMs} ms waiting for ${what}`,
+      );
     await delay(50);
   }
 }

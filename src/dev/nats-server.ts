@@ -14,6 +14,7 @@ import { isAbsolute, join, resolve } from 'node:path';
 import type { Socket } from 'node:net';
 import { setTimeout as delay } from 'node:timers/promises';
 import { processEnvironment } from '../config.js';
+import { ErrorCode, SonarError } from '../../actors/errors.js';
 
 export interface NatsServerOptions {
   /** Extra command-line arguments, appended last (so they win over the defaults). */
@@ -111,12 +112,18 @@ export async function resolveNatsServerBinary(): Promise<string> {
     if (override.includes('/')) {
       const path = isAbsolute(override) ? override : resolve(override);
       if (await isExecutable(path)) return path;
-      throw new Error(`${NATS_SERVER_NOT_FOUND}; NATS_SERVER_BIN='${override}' is not executable`);
+      throw new SonarError(
+        ErrorCode.Unavailable,
+        `${NATS_SERVER_NOT_FOUND}; NATS_SERVER_BIN='${override}' is not executable`,
+      );
     }
     for (const dir of processEnvironment.searchPath()) {
       if (dir !== '' && (await isExecutable(join(dir, override)))) return join(dir, override);
     }
-    throw new Error(`${NATS_SERVER_NOT_FOUND}; NATS_SERVER_BIN='${override}' is not on PATH`);
+    throw new SonarError(
+      ErrorCode.Unavailable,
+      `${NATS_SERVER_NOT_FOUND}; NATS_SERVER_BIN='${override}' is not on PATH`,
+    );
   }
   const dirs = [...processEnvironment.searchPath(), ...FALLBACK_DIRS];
   for (const dir of dirs) {
@@ -124,7 +131,7 @@ export async function resolveNatsServerBinary(): Promise<string> {
       return join(dir, 'nats-server');
     }
   }
-  throw new Error(NATS_SERVER_NOT_FOUND);
+  throw new SonarError(ErrorCode.Unavailable, NATS_SERVER_NOT_FOUND);
 }
 
 type Exit = { code: number | null; signal: NodeJS.Signals | null; error?: Error };
@@ -263,7 +270,8 @@ class NatsServerHandle implements NatsServer {
     const fail = async (why: string): Promise<never> => {
       await proc.kill('SIGKILL');
       const log = proc.logs().trim();
-      throw new Error(
+      throw new SonarError(
+        ErrorCode.Unavailable,
         `nats-server ${args.join(' ')}: ${why}` + (log ? `\n--- stderr ---\n${log}` : ''),
       );
     };
@@ -271,7 +279,12 @@ class NatsServerHandle implements NatsServer {
     if (child.pid === undefined) {
       const exit = await proc.exited;
       if (exit.error && (exit.error as NodeJS.ErrnoException).code === 'ENOENT') {
-        throw new Error(NATS_SERVER_NOT_FOUND, { cause: exit.error });
+        throw new SonarError(
+          ErrorCode.Unavailable,
+          NATS_SERVER_NOT_FOUND,
+          {},
+          { cause: exit.error },
+        );
       }
       return fail(describeExit(exit));
     }
@@ -304,7 +317,8 @@ class NatsServerHandle implements NatsServer {
   }
 
   async restart(): Promise<void> {
-    if (this.proc === undefined) throw new Error('nats-server was never started');
+    if (this.proc === undefined)
+      throw new SonarError(ErrorCode.Unavailable, 'nats-server was never started');
     await this.kill('SIGTERM');
     await this.start(this.currentPort);
   }

@@ -1,4 +1,5 @@
 import type { Projection } from '../../actors/projection.js';
+import { isSettledTaskState, TASK_STATES } from '../../actors/task/task.machine.js';
 import type { TaskState } from '../../actors/task/task.machine.js';
 import { paint } from './output.js';
 
@@ -14,7 +15,7 @@ export interface StepProgress {
   counts: Record<TaskState, number>;
 }
 
-const SETTLED: readonly TaskState[] = ['Succeeded', 'Failed', 'Dead', 'Cancelled', 'Poisoned'];
+const SETTLED: readonly TaskState[] = TASK_STATES.filter(isSettledTaskState);
 
 /** The run's steps in run-file order (creation order while the run is not yet whole). */
 export function stepProgress(p: Projection, runId: string): StepProgress[] {

@@ -2,6 +2,7 @@ import { createServer } from 'node:http';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Logger } from '../log.js';
 import { silentLogger } from '../log.js';
+import { ValidationError } from '../../actors/errors.js';
 
 /**
  * A route handler. `url` is the parsed request URL (path and query). Throwing (or rejecting)
@@ -59,7 +60,8 @@ export class HttpServer {
 
   /** Adds a route; see the class comment for matching. Returns this, for chaining. */
   route(method: string, path: string, handler: HttpHandler): this {
-    if (!path.startsWith('/')) throw new Error(`http route path must start with /, got ${path}`);
+    if (!path.startsWith('/'))
+      throw new ValidationError(`http route path must start with /, got ${path}`);
     this.routes.push({ method: method.toUpperCase(), path, prefix: path.endsWith('/'), handler });
     // Longest path first, so `/api/runs/` wins over `/api/`.
     this.routes.sort((a, b) => b.path.length - a.path.length);

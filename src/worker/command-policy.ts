@@ -53,7 +53,7 @@ function entryProblem(entry: string): string | null {
 /**
  * Parses `SONAR_WORKER_COMMANDS`: `any`, `none`, or a comma-separated allow-list.
  *
- * @throws Error whose message starts with the value, e.g. `"bin/sh" is not a command
+ * @throws ValidationError whose message starts with the value, e.g. `"bin/sh" is not a command
  *   setting: entry "bin/sh" is neither a name (no /) nor an absolute path (...)`; the caller
  *   names the variable or field before it.
  */
@@ -65,7 +65,7 @@ export function parseCommandPolicy(raw: string): CommandPolicy {
     const problem = entryProblem(e);
     if (problem === null) return;
     const what = e === '' ? `entry ${i + 1}` : `entry ${show(e)}`;
-    throw new Error(
+    throw new ValidationError(
       `${show(raw)} is not a command setting: ${what} ${problem} (expected any, none, or a comma-separated list of absolute paths or names)`,
     );
   });

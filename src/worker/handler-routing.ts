@@ -1,5 +1,5 @@
 import type { StandardSchemaV1 } from '@standard-schema/spec';
-import { ValidationError } from '../../actors/errors.js';
+import { ErrorCode, SonarError, ValidationError } from '../../actors/errors.js';
 import { NonRetryableError } from './errors.js';
 import type { HandlerContext, StepHandler, TaskHandler } from './options.js';
 
@@ -85,7 +85,11 @@ export function routeHandler(opts: {
   return (input: unknown, ctx: HandlerContext) => {
     const h = byStep.get(ctx.stepId);
     // Retryable: another worker on the tag (a newer one, in a fleet being upgraded) may have it.
-    if (!h) throw new Error(`no handler for step ${ctx.stepId} on this worker (it has: ${known})`);
+    if (!h)
+      throw new SonarError(
+        ErrorCode.NotFound,
+        `no handler for step ${ctx.stepId} on this worker (it has: ${known})`,
+      );
     return h(input, ctx);
   };
 }

@@ -73,6 +73,7 @@ export class RequestBatcher {
         },
       );
       if (!Array.isArray(ok.replies) || ok.replies.length !== items.length) {
+        // Caught just below, like any failed batch: each request then goes alone.
         throw new Error('batch: the answers do not match the requests');
       }
       replies = ok.replies;

@@ -1,5 +1,6 @@
 import type { Logger } from '../log.js';
 import { silentLogger } from '../log.js';
+import { ErrorCode, SonarError } from '../../actors/errors.js';
 
 /** A spot interruption notice: IMDS `spot/instance-action`, e.g. `{"action":"terminate","time":"..."}`. */
 export interface SpotNotice {
@@ -35,7 +36,11 @@ export class ImdsClient {
       headers: { 'X-aws-ec2-metadata-token-ttl-seconds': String(TOKEN_TTL_SECONDS) },
       signal: AbortSignal.timeout(this.timeoutMs),
     });
-    if (!res.ok) throw new Error(`imds: PUT /latest/api/token answered ${res.status}`);
+    if (!res.ok)
+      throw new SonarError(
+        ErrorCode.Unavailable,
+        `imds: PUT /latest/api/token answered ${res.status}`,
+      );
     this.token = await res.text();
     return this.token;
   }
@@ -53,10 +58,14 @@ export class ImdsClient {
         continue;
       }
       if (res.status === 404) return null;
-      if (!res.ok) throw new Error(`imds: GET ${path} answered ${res.status}`);
+      if (!res.ok)
+        throw new SonarError(ErrorCode.Unavailable, `imds: GET ${path} answered ${res.status}`);
       return await res.text();
     }
-    throw new Error(`imds: GET ${path} still answered 401 with a fresh token`);
+    throw new SonarError(
+      ErrorCode.Unavailable,
+      `imds: GET ${path} still answered 401 with a fresh token`,
+    );
   }
 
   /** True when IMDS answers a token request: the worker runs on a cloud instance. */

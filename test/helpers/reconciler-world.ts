@@ -8,8 +8,7 @@ import type { Projection } from '../../actors/projection.js';
 import type { SonarEvent } from '../../actors/events.js';
 import type { ReconcilerEvent } from '../../actors/reconciler/decisions.js';
 import type { StepRetry } from '../../actors/task/retry-policy.js';
-import { names } from '../../streams/names.js';
-import { aggregateSubject } from '../../src/backend/projection/aggregate-subject.js';
+import { aggregateSubject, names } from '../../streams/names.js';
 import {
   T0,
   at,

@@ -6,7 +6,7 @@ import { IllegalTransitionError } from '../../actors/errors.js';
 import { progress } from '../../actors/reconciler/progress.js';
 import type { Names } from '../../streams/names.js';
 import { ConcurrencyError } from '../../streams/errors.js';
-import { aggregateSubject } from '../../src/backend/projection/aggregate-subject.js';
+import { aggregateSubject } from '../../streams/names.js';
 import type { PoisonedDetail, PoisonedTask } from '../../src/backend/finalize/poisoned-admin.js';
 import { apiHandlers } from '../../src/backend/api/handlers/index.js';
 import { eventually } from '../helpers/eventually.js';

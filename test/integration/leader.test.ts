@@ -3,7 +3,7 @@ import { ReconcilerLoop } from '../../src/backend/reconciler/reconciler-loop.js'
 import { describe, it, expect } from 'vitest';
 import { Kvm } from '@nats-io/kv';
 import { connect } from '@nats-io/transport-node';
-import { LeaderLock } from '../../src/backend/reconciler/leader.js';
+import { LeaderLock } from '../../src/backend/reconciler/leader-lock.js';
 import { runSubmitted, stepCreated, taskCreated, workerJoined } from '../helpers/event-builders.js';
 import { eventually } from '../helpers/eventually.js';
 import { serverPerFile } from '../helpers/server-per-file.js';

@@ -10,7 +10,7 @@ import { ensureTopology } from '../../streams/provision.js';
 import { DEFAULT_TOPOLOGY_OPTIONS } from '../../streams/topology.js';
 import type { TopologyOptions } from '../../streams/topology.js';
 import { eventsStoreRoom } from '../../src/backend/storage/events-store-room.js';
-import { RECONCILER_LOCK } from '../../src/backend/reconciler/leader.js';
+import { RECONCILER_LOCK } from '../../src/backend/reconciler/leader-lock.js';
 import { SMALLEST_RUN_BYTES } from '../../src/backend/storage/store-room.js';
 import { tasksByState } from '../../src/backend/storage/task-counts.js';
 import { SonarClient } from '../../src/client/client.js';

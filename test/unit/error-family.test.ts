@@ -1,6 +1,7 @@
 /**
  * One error family: every error class Sonar defines is a SonarError (a code the wire, the
- * CLI's exit codes and `--json` output understand), but for the few signals listed here.
+ * CLI's exit codes and `--json` output understand), but for the few signals listed here, and
+ * every error thrown is one of them, but for the few bare throws listed here.
  */
 import { readFile, readdir } from 'node:fs/promises';
 import { join, relative } from 'node:path';
@@ -19,6 +20,15 @@ const NOT_SONAR_ERRORS: Record<string, string> = {
   CommandFailedError: 'src/worker/errors.ts',
   // The CLI's "already printed, exit with this code": never leaves the CLI.
   CommandFailed: 'src/display/output.ts',
+};
+
+/**
+ * Files that may `throw new Error(`, and why: the throw is caught in the same function, so no
+ * bare Error crosses a module boundary.
+ */
+const BARE_THROWS: Record<string, string> = {
+  // A batch reply of the wrong length is handled like any failed batch: each request alone.
+  'src/worker/request-batcher.ts': 'caught in the same function',
 };
 
 async function sources(dir: string): Promise<string[]> {
@@ -43,5 +53,18 @@ describe('the error family', () => {
       for (const m of text.matchAll(/class (\w+) extends Error\b/g)) found[m[1]!] = file;
     }
     expect(found).toEqual(NOT_SONAR_ERRORS);
+  });
+
+  it('has no bare `throw new Error(` but in the listed files', async () => {
+    const found: Record<string, string> = {};
+    for (const file of [
+      ...(await sources('src')),
+      ...(await sources('actors')),
+      ...(await sources('streams')),
+    ]) {
+      const text = await readFile(join(ROOT, file), 'utf8');
+      if (/throw new Error\(/.test(text)) found[file] = BARE_THROWS[file] ?? 'not allowed';
+    }
+    expect(found).toEqual(BARE_THROWS);
   });
 });

@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
+import { ErrorCode, SonarError } from '../../actors/errors.js';
 import { assertTestedVersion } from '../../actors/tested-version.js';
 
 afterEach(() => {
@@ -12,7 +13,8 @@ describe('the libraries whose internals Sonar reads', () => {
     expect(() => assertTestedVersion('xstate', '5.33.9', '5.33')).not.toThrow();
     for (const other of ['5.34.0', '5.3.3', '6.33.0']) {
       expect(() => assertTestedVersion('xstate', other, '5.33')).toThrow(
-        new Error(
+        new SonarError(
+          ErrorCode.Conflict,
           `sonar: xstate ${other} is installed, but Sonar reads its internals as of 5.33.x; install xstate@~5.33.0`,
         ),
       );

@@ -82,8 +82,8 @@ export interface FinalizerPoolOptions {
 /**
  * The default deadline of one object read or sink write, in leases. The lease bounds how long
  * a dead backend holds a job; this bounds a live one stuck in a store or sink that never
- * answers. It leaves a slow but working write (renewing its lease) several leases, and a
- * 64 MiB read room at about 1 MB/s.
+ * answers. It leaves a slow but working write (renewing its lease) several leases, and room
+ * to read the largest output from a slow store (docs/benchmarks.md).
  */
 export const IO_TIMEOUT_LEASES = 4;
 

@@ -2,6 +2,7 @@ import { JetStreamApiCodes, JetStreamApiError } from '@nats-io/jetstream';
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import { ErrorCode, IllegalTransitionError, SonarError } from '../../../actors/errors.js';
 import type { Aggregate, TaskSnapshot } from '../../../actors/projection.js';
+import { FAILED_TASK_STATES } from '../../../actors/task/task.machine.js';
 import type { Names } from '../../../streams/names.js';
 import { enqueueFinalization } from '../../../streams/queues.js';
 import type { FinalizeJob } from '../../../streams/queues.js';
@@ -146,7 +147,7 @@ export class PoisonedAdmin {
     const stepKey = `${spec.runId}.${spec.stepId}`;
     const failed = (loop.projection.stepTasks.get(stepKey) ?? []).filter((key) => {
       const state = loop.projection.tasks.get(key)?.snapshot.value;
-      return state === 'Failed' || state === 'Dead' || state === 'Cancelled';
+      return state !== undefined && FAILED_TASK_STATES.has(state);
     });
     const step = await this.moveStep(spec.runId, spec.stepId, 'Blocked', 'StepFailed', {
       reason: `task ${spec.taskId} cancelled while poisoned`,

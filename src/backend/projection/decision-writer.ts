@@ -1,14 +1,12 @@
 import { IllegalTransitionError } from '../../../actors/errors.js';
 import { decodeEvent } from '../../../actors/events.js';
-import type { AggregateRef } from '../../../actors/events.js';
-import { evaluate } from '../../../actors/projection.js';
-import type { Projection } from '../../../actors/projection.js';
+import { aggregateOf, evaluate } from '../../../actors/projection.js';
 import type { ReconcilerEvent } from '../../../actors/reconciler/decisions.js';
 import type { EventStore } from '../../../streams/event-store.js';
 import { ConcurrencyError } from '../../../streams/errors.js';
+import { aggregateSubject } from '../../../streams/names.js';
 import type { Names } from '../../../streams/names.js';
 import { newId } from '../../ids.js';
-import { aggregateSubject } from './aggregate-subject.js';
 import type { ProjectionLoop } from './projection-loop.js';
 
 /**
@@ -17,23 +15,6 @@ import type { ProjectionLoop } from './projection-loop.js';
  * (`conflict`, seen by the server). Dropped decisions are judged afresh next tick.
  */
 export type DecisionOutcome = 'written' | 'moved' | 'refused' | 'conflict';
-
-function seqOf(p: Projection, ref: AggregateRef): number {
-  switch (ref.kind) {
-    case 'task':
-      return p.tasks.get(ref.key)?.seq ?? 0;
-    case 'step':
-      return p.steps.get(ref.key)?.seq ?? 0;
-    case 'run':
-      return p.runs.get(ref.key)?.seq ?? 0;
-    case 'worker':
-      return p.workers.get(ref.key)?.seq ?? 0;
-    case 'system':
-      return p.leader?.seq ?? 0;
-    case 'schedule':
-      return p.schedules.get(ref.key)?.seq ?? 0;
-  }
-}
 
 /**
  * Appends the reconciler's decisions, each only onto the exact state it was judged on.
@@ -54,7 +35,7 @@ export class DecisionWriter {
 
   async write(e: ReconcilerEvent): Promise<DecisionOutcome> {
     const p = this.loop.projection;
-    if (seqOf(p, e.ref) !== e.seq) return 'moved';
+    if ((aggregateOf(p, e.ref)?.seq ?? 0) !== e.seq) return 'moved';
     // Guards never read the time; the server stamps the real one.
     const decoded = decodeEvent(e.type, e.data, '1970-01-01T00:00:00.000Z');
     if (!decoded.ok) throw decoded.error; // a bug in the pure core, not a state to skip

@@ -4,8 +4,8 @@ import type { NewEvent } from '../../../streams/event-store.js';
  * The events this backend is appending, by subject, with the exact bytes it publishes, so
  * that its projection loop knows them when the stream delivers them back and applies the
  * event the writer already validated instead of parsing and validating the payload again
- * (in the submit bench profile, that second parse and validation took about 8% of the
- * backend's CPU; comparing the bytes costs about a quarter of that).
+ * (in the submit bench profile, that second parse and validation was a visible share of the
+ * backend's CPU; comparing the bytes costs a fraction of it; docs/benchmarks.md).
  *
  * Why the bytes and not the event id: another backend may store the same id with other data
  * (two run files racing for one runId; the loser's publish is then a duplicate). A payload

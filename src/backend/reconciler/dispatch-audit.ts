@@ -1,15 +1,6 @@
-import type { StoredMsg } from '@nats-io/jetstream';
+import { dispatchRefOf } from '../../../streams/queues.js';
 import type { BackendContext } from '../context.js';
 import { scanStream } from '../storage/index.js';
-
-function attemptIdOf(m: StoredMsg): string | null {
-  try {
-    const { attemptId } = m.json<{ attemptId?: unknown }>();
-    return typeof attemptId === 'string' ? attemptId : null;
-  } catch (_err: unknown) {
-    return null;
-  }
-}
 
 /**
  * The attempts of Published tasks whose dispatch message is not in the dispatch stream.
@@ -38,8 +29,8 @@ export async function undeliveredAttempts(ctx: BackendContext): Promise<Set<stri
   if (missing.size === 0) return missing;
   const stream = ctx.names.streams.dispatch;
   for await (const m of scanStream(ctx.jsm, stream, ctx.names.subjects.dispatchAll)) {
-    const attemptId = attemptIdOf(m);
-    if (attemptId !== null) missing.delete(attemptId);
+    const ref = dispatchRefOf(m);
+    if (ref !== null) missing.delete(ref.attemptId);
     if (missing.size === 0) break;
   }
   return missing;

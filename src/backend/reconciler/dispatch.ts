@@ -1,7 +1,7 @@
 import { IllegalTransitionError, SonarError, ErrorCode } from '../../../actors/errors.js';
 import { assertId } from '../../../actors/ids.js';
 import { publishDispatch } from '../../../streams/queues.js';
-import type { DispatchBody } from '../../../streams/queues.js';
+import type { DispatchMessage } from '../../../streams/queues.js';
 import { newId, newToken } from '../../ids.js';
 import { tokenHashOf } from './attempt-token.js';
 import type { BackendContext } from '../context.js';
@@ -63,7 +63,7 @@ export async function dispatchTask(
       id: `publish.${attemptId}`,
     });
     const step = ctx.loop.projection.steps.get(`${runId}.${stepId}`)?.snapshot.context;
-    const body: DispatchBody = { runId, stepId, taskId, attempt, attemptId, token };
+    const body: DispatchMessage = { runId, stepId, taskId, attempt, attemptId, token };
     if (task.spec.command !== undefined) body.command = task.spec.command;
     if (task.spec.input !== undefined) body.input = task.spec.input;
     if (step?.timeoutMs != null) body.timeoutMs = step.timeoutMs;

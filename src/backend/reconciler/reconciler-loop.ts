@@ -10,7 +10,7 @@ import { workersInService } from './registry.js';
 import type { BackendContext } from '../context.js';
 import { DecisionWriter } from '../projection/index.js';
 import { dispatchTask } from './dispatch.js';
-import { LeaderLock } from './leader.js';
+import { LeaderLock } from './leader-lock.js';
 import { ReconcilePass } from './reconcile-pass.js';
 import { StragglerGuard } from '../straggler-guard.js';
 import type { Dispatch, PassSummary } from './reconcile-pass.js';

@@ -1,10 +1,11 @@
-import { SonarClient } from '../../client/client.js';
 import type { Logger } from '../../log.js';
 import type { ScheduleContext } from '../../../actors/schedule/schedule.machine.js';
 import { runFileOf } from '../../schedules/run-template.js';
 import { isSonarError } from '../../../actors/errors.js';
 import { PERMANENT_REFUSALS } from '../../../actors/schedule/schedule.events.js';
 import type { PermanentRefusal } from '../../../actors/schedule/schedule.events.js';
+import { submitRunFile } from '../../run-submit.js';
+import { ApiClient } from '../../worker/api-client.js';
 import type { BackendContext } from '../context.js';
 
 /** A submit that failed is tried again after this, not on every check. */
@@ -30,7 +31,7 @@ const isPermanent = (code: unknown): code is PermanentRefusal =>
  * leader submits it again (schedule-firer.ts).
  */
 export class RunSubmitter {
-  private readonly client: SonarClient;
+  private readonly api: ApiClient;
   /** Runs whose last submit failed, and when: bounded by the runs schedules owe. */
   private readonly failedAt = new Map<string, number>();
 
@@ -38,10 +39,7 @@ export class RunSubmitter {
     private readonly ctx: BackendContext,
     private readonly log: Logger,
   ) {
-    this.client = new SonarClient(ctx.nc, {
-      prefix: ctx.names.prefix,
-      maxInputBytes: ctx.config.maxInputBytes,
-    });
+    this.api = new ApiClient(ctx.nc, ctx.names, { timeoutMs: 5_000 });
   }
 
   /** Whether a failed submit of this run is too recent to try again. */
@@ -64,7 +62,10 @@ export class RunSubmitter {
   async attempt(s: ScheduleContext, runId: string): Promise<SubmitOutcome> {
     if (this.isWaiting(runId)) return { kind: 'waiting' };
     try {
-      await this.client.submit(runFileOf(runId, s.run));
+      await submitRunFile(this.api, runFileOf(runId, s.run), {
+        maxInputBytes: this.ctx.config.maxInputBytes,
+        chunkConcurrency: 4,
+      });
       this.failedAt.delete(runId);
       this.log.info('scheduled run submitted', { schedule: s.name, runId });
       return { kind: 'submitted' };

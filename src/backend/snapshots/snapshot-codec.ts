@@ -129,7 +129,8 @@ export interface Capture {
  * snapshot or its context in place; each transition makes new ones (XState's assign copies
  * the context) and only `entry.snapshot`/`entry.seq` are reassigned, which are read here.
  * The indexes (Sets, Maps, arrays, counts) are mutated in place, so they are copied.
- * Capturing 200k tasks takes tens of ms; stringifying them would block for about a second.
+ * Capturing is quick; stringifying a large projection here would block the loop for long
+ * (docs/benchmarks.md).
  */
 export function captureProjection(
   p: Projection,
@@ -139,7 +140,8 @@ export function captureProjection(
     (k) => !(PROJECTION_FIELDS as readonly string[]).includes(k),
   );
   if (unknown.length > 0) {
-    throw new Error(
+    throw new SonarError(
+      ErrorCode.Validation,
       `projection field(s) ${unknown.join(', ')} unknown to the snapshot codec: add them to src/backend/snapshots/snapshot-codec.ts and bump SNAPSHOT_FORMAT`,
     );
   }
@@ -203,7 +205,7 @@ export function captureProjection(
  * The capture as JSON lines, lazily: each yielded string holds whole lines (about
  * `batchChars` long), so the caller can stream it without building one huge string. Kept
  * under V8's 128 KiB regular-object limit: larger strings go to large-object space, which
- * only a full GC frees, and a 100k-task snapshot then grew the heap by tens of MB.
+ * only a full GC frees, and a large snapshot then grew the heap markedly.
  */
 export function* encodeCapture(c: Capture, batchChars = 60 * 1024): Generator<string> {
   let batch = `${JSON.stringify(c.header)}\n`;

@@ -44,6 +44,7 @@ import { stepMachine } from '../../../actors/step/step.machine.js';
 import { initialTaskContext, taskMachine } from '../../../actors/task/task.machine.js';
 import { scheduleMachine } from '../../../actors/schedule/schedule.machine.js';
 import { workerMachine } from '../../../actors/worker/worker.machine.js';
+import { assignmentHeldBy } from '../../../actors/xstate-internals.js';
 import type { Names } from '../../../streams/names.js';
 import type { Logger } from '../../log.js';
 import type { ProjectionLoop } from '../projection/index.js';
@@ -117,7 +118,7 @@ export function snapshotFingerprint(): string {
   if (fingerprintMemo !== null) return fingerprintMemo;
   const replacer = (_k: string, v: unknown): unknown => {
     if (typeof v !== 'function') return v;
-    const assignment = (v as { assignment?: unknown }).assignment;
+    const assignment = assignmentHeldBy(v);
     return `${String(v)}${assignment === undefined ? '' : JSON.stringify(assignment, replacer)}`;
   };
   const h = createHash('sha256').update(`format ${SNAPSHOT_FORMAT}\n`);
@@ -169,7 +170,7 @@ const writes = new WeakMap<ProjectionLoop, Promise<unknown>>();
  * write is a compare-and-set on the object's revision, so a slower writer never replaces a
  * newer snapshot with an older one (it gets null back).
  *
- * The projection is copied synchronously (tens of ms at 200k tasks) and then encoded,
+ * The projection is copied synchronously (references, so quickly) and then encoded,
  * gzip'd (off the main thread) and uploaded in 128 KiB chunks over many event-loop turns,
  * while the loop goes on folding.
  */
@@ -213,7 +214,7 @@ async function writeNow(deps: SnapshotWriteDeps): Promise<SnapshotWritten | null
       }
     })(),
   );
-  // Level 1: JSON lines still shrink ~8x, at a third of level 6's CPU.
+  // Level 1: JSON lines still shrink well, for much less CPU than level 6 (docs/benchmarks.md).
   const gz = lines.pipe(createGzip({ level: 1, chunkSize: 128 * 1024 }));
   const body = Readable.toWeb(gz) as unknown as ReadableStream<Uint8Array>;
   let info: ObjectInfo;

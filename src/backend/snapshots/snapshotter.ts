@@ -7,7 +7,7 @@ import { snapshotFingerprint, storedSnapshot, writeSnapshot } from './snapshot.j
 export interface SnapshotterOptions {
   /**
    * The leader writes a snapshot once this many events came after the stored one. Bounds a
-   * restart's tail: 100k events replay in about a second.
+   * restart's tail to what replays in about a second (docs/benchmarks.md).
    * @defaultValue 100_000
    */
   everyEvents?: number;

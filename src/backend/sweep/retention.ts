@@ -1,4 +1,4 @@
-import { IllegalTransitionError } from '../../../actors/errors.js';
+import { ErrorCode, IllegalTransitionError, SonarError } from '../../../actors/errors.js';
 import type { Projection } from '../../../actors/projection.js';
 import type { RunExpired } from '../../../actors/retention/retention.events.js';
 import type { TaskState } from '../../../actors/task/task.machine.js';
@@ -121,7 +121,10 @@ export async function applyRetention(
   const needed = Math.max(...todo.map((r) => lastSeqOfRun(p, r)));
   report.snapshotSeq = await snapshots.ensureCovers(needed);
   if (report.snapshotSeq < needed) {
-    throw new Error(`snapshot holds seq ${report.snapshotSeq}, retention needs ${needed}`);
+    throw new SonarError(
+      ErrorCode.Unavailable,
+      `snapshot holds seq ${report.snapshotSeq}, retention needs ${needed}`,
+    );
   }
   for (const runId of todo) {
     // The results database first: while it cannot delete, the run waits for the next sweep

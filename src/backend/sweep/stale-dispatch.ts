@@ -1,6 +1,5 @@
-import type { StoredMsg } from '@nats-io/jetstream';
-import { isId } from '../../../actors/ids.js';
 import type { Aggregate, TaskSnapshot } from '../../../actors/projection.js';
+import { dispatchRefOf } from '../../../streams/queues.js';
 import type { BackendContext } from '../context.js';
 import { deleteIfThere, scanStream } from '../storage/index.js';
 import { caughtUpTask } from './task-catch-up.js';
@@ -14,21 +13,10 @@ export interface StaleDispatchReport {
 }
 
 /** Published (waiting for a worker) or Running (started, its ack on the way) with this attempt. */
-function isCurrent(entry: Aggregate<TaskSnapshot> | undefined, attemptId: unknown): boolean {
+function isCurrent(entry: Aggregate<TaskSnapshot> | undefined, attemptId: string): boolean {
   if (!entry) return false;
   const { value, context } = entry.snapshot;
   return (value === 'Published' || value === 'Running') && context.attemptId === attemptId;
-}
-
-function bodyOf(m: StoredMsg): { runId: string; taskId: string; attemptId: unknown } | null {
-  try {
-    const body = m.json<Record<string, unknown>>();
-    const { runId, taskId, attemptId } = body;
-    if (!isId(runId) || !isId(taskId)) return null;
-    return { runId, taskId, attemptId };
-  } catch (_err: unknown) {
-    return null;
-  }
 }
 
 /**
@@ -43,7 +31,7 @@ export async function purgeStaleDispatches(ctx: BackendContext): Promise<StaleDi
   const stream = ctx.names.streams.dispatch;
   for await (const m of scanStream(ctx.jsm, stream, ctx.names.subjects.dispatchAll)) {
     report.checked++;
-    const body = bodyOf(m);
+    const body = dispatchRefOf(m);
     if (body) {
       const key = `${body.runId}.${body.taskId}`;
       if (isCurrent(ctx.loop.projection.tasks.get(key), body.attemptId)) continue;

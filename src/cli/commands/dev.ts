@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { runDemo, summaryLines } from '../../dev/demo.js';
 import { startDevStack } from '../../dev/dev-stack.js';
 import type { DevStack } from '../../dev/dev-stack.js';
-import { isTty, paint } from '../../display/output.js';
+import { CommandFailed, isTty, paint } from '../../display/output.js';
 import { describeSupervisorEvent, wholeNumber } from './workers.js';
 
 interface DevFlags {
@@ -107,13 +107,13 @@ export function registerDev(program: Command): void {
             timeoutMs: flags.fast ? 45_000 : 180_000,
           }),
           signalled.then((s) => {
-            throw new Error(`demo interrupted by ${s}`);
+            throw new CommandFailed(`demo interrupted by ${s}`);
           }),
         ]);
         process.stdout.write(`${summaryLines(summary, tty).join('\n')}\n`);
         process.stdout.write('stopping workers, backend and nats-server...\n');
         if (summary.state !== 'Succeeded') {
-          throw new Error(`the demo run ended ${summary.state}; see ${stack.logDir}`);
+          throw new CommandFailed(`the demo run ended ${summary.state}; see ${stack.logDir}`);
         }
       } finally {
         await stack.stop();

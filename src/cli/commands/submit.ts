@@ -4,6 +4,7 @@ import type { Command } from 'commander';
 import type { RunFile } from '../../protocol.js';
 import { ValidationError } from '../../../actors/errors.js';
 import type { Projection } from '../../../actors/projection.js';
+import { isTerminalRunState } from '../../../actors/run/run.machine.js';
 import { EventStore } from '../../../streams/event-store.js';
 import { ProjectionLoop } from '../../backend/projection/index.js';
 import { tasksByState } from '../../backend/storage/index.js';
@@ -21,8 +22,6 @@ import {
   shortDuration,
   stepProgress,
 } from '../../display/run-progress.js';
-
-const TERMINAL_RUN_STATES = new Set(['Succeeded', 'Failed', 'Cancelled']);
 
 interface SubmitFlags extends ConnectionFlags {
   wait?: boolean;
@@ -95,7 +94,7 @@ async function watchRun(
       ...progressLines(stepProgress(p, runId), rates, tty),
       ...(reported?.lines(p) ?? []),
     ]);
-    if (state !== undefined && TERMINAL_RUN_STATES.has(state)) {
+    if (state !== undefined && isTerminalRunState(state)) {
       display?.finish();
       return state;
     }

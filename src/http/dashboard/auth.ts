@@ -3,6 +3,7 @@ import type { IncomingMessage } from 'node:http';
 import type { TLSSocket } from 'node:tls';
 import { isLoopback } from '../loopback.js';
 import type { Sessions } from './session-store.js';
+import { ValidationError } from '../../../actors/errors.js';
 
 export const SESSION_COOKIE = 'sonar_session';
 
@@ -41,7 +42,7 @@ export class DashboardAuth {
     this.sessions = opts.sessions;
     this.secureCookie = opts.secureCookie ?? 'auto';
     if (this.token !== undefined && this.sessions === undefined) {
-      throw new Error('DashboardAuth: a token needs a session store');
+      throw new ValidationError('DashboardAuth: a token needs a session store');
     }
   }
 

@@ -2,6 +2,7 @@
  * `SONAR_RESULTS_URL`: the PostgreSQL connection string of the results sink, checked before
  * anything connects, and shown only with its password masked.
  */
+import { ValidationError } from '../../../actors/errors.js';
 
 /** The schemes libpq (and node-postgres) accept for a connection URI. */
 const SCHEMES = new Set(['postgres:', 'postgresql:']);
@@ -55,19 +56,23 @@ export function parseResultsUrl(raw: string | number): string {
   try {
     url = new URL(value);
   } catch (_err: unknown) {
-    throw new Error(`${shown} is not a PostgreSQL URL (e.g. postgres://sonar@db:5432/sonar)`);
+    throw new ValidationError(
+      `${shown} is not a PostgreSQL URL (e.g. postgres://sonar@db:5432/sonar)`,
+    );
   }
   if (!SCHEMES.has(url.protocol)) {
-    throw new Error(
+    throw new ValidationError(
       `${shown} is not a PostgreSQL URL: the scheme must be postgres:// or postgresql:// (e.g. postgres://sonar@db:5432/sonar)`,
     );
   }
   if (url.hostname === '' && !url.searchParams.has('host')) {
-    throw new Error(`${shown} names no host (e.g. postgres://sonar@db:5432/sonar)`);
+    throw new ValidationError(`${shown} names no host (e.g. postgres://sonar@db:5432/sonar)`);
   }
   const sslmode = url.searchParams.get('sslmode');
   if (sslmode !== null && !(SSL_MODES as readonly string[]).includes(sslmode)) {
-    throw new Error(`${shown}: sslmode "${sslmode}" is not one of ${SSL_MODES.join(', ')}`);
+    throw new ValidationError(
+      `${shown}: sslmode "${sslmode}" is not one of ${SSL_MODES.join(', ')}`,
+    );
   }
   return value;
 }

@@ -1,14 +1,13 @@
 import { ErrorCode, IllegalTransitionError, SonarError } from '../../../../actors/errors.js';
 import { keyOf } from '../../../../actors/ids.js';
-import { OPEN_TASK_STATES } from '../../../../actors/projection.js';
+import { isOpenTaskState } from '../../../../actors/projection.js';
+import { UNFINISHED_STEP_STATES } from '../../../../actors/step/step.machine.js';
 import type { Handlers } from '../api-service.js';
 import type { BackendContext } from '../../context.js';
 import type { Command } from '../../projection/index.js';
 import { syncAll } from './sync.js';
 import { countWritten, writeAll } from './write-all.js';
 
-const OPEN: ReadonlySet<string> = new Set(OPEN_TASK_STATES);
-const UNFINISHED_STEP_STATES: ReadonlySet<string> = new Set(['Waiting', 'Ready', 'Blocked']);
 const encoder = new TextEncoder();
 
 /**
@@ -41,7 +40,7 @@ export function cancelHandlers(ctx: BackendContext): Handlers {
             taskId: req.taskId,
           });
         }
-        if (OPEN.has(task.value)) {
+        if (isOpenTaskState(task.value)) {
           cancelled = countWritten(
             await writeAll(writer, [taskCancelled(req.runId, req.taskId, req.reason)]),
           );
@@ -66,7 +65,7 @@ export function cancelHandlers(ctx: BackendContext): Handlers {
         for (const stepId of run.context.stepIds) {
           for (const key of p().stepTasks.get(keyOf(req.runId, stepId)) ?? []) {
             const task = p().tasks.get(key)?.snapshot;
-            if (task && OPEN.has(task.value)) {
+            if (task && isOpenTaskState(task.value)) {
               tasks.push(taskCancelled(req.runId, task.context.spec.taskId, req.reason));
             }
           }

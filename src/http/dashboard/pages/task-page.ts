@@ -1,3 +1,4 @@
+import { isOpenTaskState } from '../../../../actors/projection.js';
 import { html } from '../html.js';
 import type { Html } from '../html.js';
 import type { PublicEvent } from '../views/public-event.js';
@@ -5,8 +6,6 @@ import type { TaskView } from '../views/task-view.js';
 import type { TaskReports } from '../dashboard-data.js';
 import { badge, runLink, time } from './format.js';
 import { actionButton } from './layout.js';
-
-const OPEN = new Set(['Pending', 'Published', 'Running', 'Finalizing', 'Poisoned']);
 
 /** An event's data as `key=value` pairs (values JSON-encoded unless strings). */
 export function fieldsOf(e: PublicEvent): Html {
@@ -49,7 +48,7 @@ export function taskMain(t: TaskView, reports: TaskReports = { progress: null, l
           : ''
       }
       ${
-        OPEN.has(t.state)
+        isOpenTaskState(t.state)
           ? actionButton('Cancel task', `/api/tasks/${path}/cancel`, {
               confirm: `Cancel task ${t.task}?`,
               danger: true,
