@@ -5,7 +5,9 @@
  * @module
  */
 import { pino } from 'pino';
-import { processEnvironment } from './config.js';
+import { loadProcessSetting } from './config.js';
+import { logLevel, logLevels } from './config-parsers.js';
+import type { LogLevel } from './config-parsers.js';
 
 /** Fields a log line may carry, e.g. `runId taskId attemptId workerId subject seq`. */
 export type LogMeta = Record<string, unknown>;
@@ -21,8 +23,8 @@ export interface Logger {
 }
 
 /** Levels accepted by {@link createLogger}, quietest last. */
-export const logLevels = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
-export type LogLevel = (typeof logLevels)[number];
+export { logLevels };
+export type { LogLevel };
 
 /** Where log lines go: stderr, or any sink taking one JSON line per call (tests). */
 export type LogDestination = 'stderr' | { write(line: string): void };
@@ -44,25 +46,19 @@ export interface LoggerOptions {
   destination?: LogDestination;
 }
 
-const isLogLevel = (value: string): value is LogLevel =>
-  (logLevels as readonly string[]).includes(value);
-
 /**
  * A pino-backed {@link Logger} writing JSON lines (`level`, `time`, `msg`, bindings, meta).
  * Errors under `err` or `error` are serialized with their message, type and stack.
  *
- * @throws Error when the level is unknown, e.g. `SONAR_LOG_LEVEL: "loud" is not a log level
- * (one of trace, debug, info, warn, error, fatal, silent)`.
+ * @throws Error when the level is unknown, e.g. `"loud" is not a log level (one of trace,
+ * debug, info, warn, error, fatal, silent)`; a ConfigError naming `SONAR_LOG_LEVEL` when the
+ * level came from there.
  */
 export function createLogger(opts: LoggerOptions = {}): Logger {
-  const fromEnv = opts.level === undefined;
-  const level = (opts.level ?? processEnvironment.logLevel() ?? 'info').trim().toLowerCase();
-  if (!isLogLevel(level)) {
-    const shown = JSON.stringify(opts.level ?? processEnvironment.logLevel());
-    throw new Error(
-      `${fromEnv ? 'SONAR_LOG_LEVEL: ' : ''}${shown} is not a log level (one of ${logLevels.join(', ')})`,
-    );
-  }
+  const level: LogLevel =
+    opts.level === undefined
+      ? (loadProcessSetting('SONAR_LOG_LEVEL') ?? 'info')
+      : logLevel(opts.level);
   const destination = opts.destination ?? 'stderr';
   const base = pino(
     {

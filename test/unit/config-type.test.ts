@@ -3,6 +3,7 @@
 // that changes it must show here. Checked by the typecheck (tsc), not at run time.
 import { describe, expectTypeOf, it } from 'vitest';
 import type { S3Config, SonarConfig } from '../../src/config.js';
+import type { LogLevel } from '../../src/log.js';
 import type { CommandPolicy } from '../../src/worker/command-policy.js';
 
 interface ExpectedS3Config {
@@ -48,6 +49,7 @@ interface ExpectedSonarConfig {
   maxOpenTasks: number;
   lockTtlMs: number;
   replicas: number;
+  strictDurability?: boolean;
   eventsMaxBytes: number | 'auto';
   stagingMaxBytes: number;
   logsMaxBytes: number;
@@ -61,6 +63,7 @@ interface ExpectedSonarConfig {
   retentionMs: number;
   fullSweepMs: number;
   stopGraceMs: number;
+  logLevel?: LogLevel;
   imdsUrl: string;
   s3?: ExpectedS3Config;
   resultsUrl?: string;
