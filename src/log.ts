@@ -5,6 +5,7 @@
  * @module
  */
 import { pino } from 'pino';
+import { ValidationError } from '../actors/errors.js';
 import { loadProcessSetting } from './config.js';
 import { logLevel, logLevels } from './config-parsers.js';
 import type { LogLevel } from './config-parsers.js';
@@ -50,15 +51,15 @@ export interface LoggerOptions {
  * A pino-backed {@link Logger} writing JSON lines (`level`, `time`, `msg`, bindings, meta).
  * Errors under `err` or `error` are serialized with their message, type and stack.
  *
- * @throws Error when the level is unknown, e.g. `"loud" is not a log level (one of trace,
- * debug, info, warn, error, fatal, silent)`; a ConfigError naming `SONAR_LOG_LEVEL` when the
- * level came from there.
+ * @throws ValidationError when the level is unknown, e.g. `"loud" is not a log level (one of
+ * trace, debug, info, warn, error, fatal, silent)`; a ConfigError naming `SONAR_LOG_LEVEL`
+ * when the level came from there.
  */
 export function createLogger(opts: LoggerOptions = {}): Logger {
   const level: LogLevel =
     opts.level === undefined
       ? (loadProcessSetting('SONAR_LOG_LEVEL') ?? 'info')
-      : logLevel(opts.level);
+      : levelOf(opts.level);
   const destination = opts.destination ?? 'stderr';
   const base = pino(
     {
@@ -71,6 +72,15 @@ export function createLogger(opts: LoggerOptions = {}): Logger {
     destination === 'stderr' ? pino.destination({ fd: 2, sync: true }) : destination,
   );
   return adapt(opts.component === undefined ? base : base.child({ component: opts.component }));
+}
+
+/** An explicit level, parsed as the `SONAR_LOG_LEVEL` row parses one. */
+function levelOf(level: string): LogLevel {
+  try {
+    return logLevel(level);
+  } catch (err: unknown) {
+    throw new ValidationError(err instanceof Error ? err.message : String(err));
+  }
 }
 
 function adapt(p: pino.Logger): Logger {
