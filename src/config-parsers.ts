@@ -82,6 +82,18 @@ export const flagOrAuto: Parser<boolean | 'auto'> = (raw) => {
   }
 };
 
+/** Log levels, quietest last (pino's, and `silent`). */
+export const logLevels = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
+export type LogLevel = (typeof logLevels)[number];
+
+export const logLevel: Parser<LogLevel> = (raw) => {
+  const value = String(raw).trim().toLowerCase();
+  if (!(logLevels as readonly string[]).includes(value)) {
+    throw new Error(`${show(raw)} is not a log level (one of ${logLevels.join(', ')})`);
+  }
+  return value as LogLevel;
+};
+
 export const port: Parser<number> = (raw) => {
   const trimmed = String(raw).trim();
   const n = Number(trimmed);

@@ -10,6 +10,7 @@ import {
   flagOrAuto,
   httpUrl,
   integer,
+  logLevel,
   natsUrl,
   port,
   positiveNumber,
@@ -42,6 +43,11 @@ interface RowBase<T, F extends string> {
    */
   detail?: string;
   usedBy: readonly SettingUser[];
+  /**
+   * A switch: `sonar backend --<flag>` takes no value and turns the setting on (a boolean
+   * setting whose flag was always a bare switch).
+   */
+  switch?: true;
   /**
    * How a value is shown in an error: a setting holding a secret inside a larger value (a
    * password in a URL) masks it, so a refused value never prints the secret.
@@ -322,6 +328,16 @@ export const SETTINGS = {
     BACKEND,
     '1 to 5; 3 on a cluster.',
   ),
+  SONAR_STRICT_DURABILITY: {
+    ...optional(
+      'strictDurability',
+      flag,
+      'refuse to start when the event log is not stored durably',
+      BACKEND,
+      'Set, every problem the durability check finds at start (fewer than 3 replicas on a cluster; a `sync_interval` other than `always` on nats-server 2.10 and later) stops the backend instead of being a warning (docs/operations.md, Durability). `sonar backend --strict-durability` sets it.',
+    ),
+    switch: true,
+  },
   SONAR_EVENTS_MAX_BYTES: defaulted(
     'eventsMaxBytes',
     'auto',
@@ -421,6 +437,13 @@ export const SETTINGS = {
     'how long a stop waits for each part before leaving it running',
     ['backend', 'worker'],
     "The parts: the reconciler, the finalizers, the sweeper, the API, a worker's tasks after release. A part still running then is left behind and the process exits; a finalization job in hand comes back after its lease.",
+  ),
+  SONAR_LOG_LEVEL: optional(
+    'logLevel',
+    logLevel,
+    'lowest level logged: trace, debug, info, warn, error, fatal or silent',
+    ALL,
+    'Log lines are JSON on stderr. Unset: `info`; a worker started from the SDK (`new Worker`) logs from `warn` up.',
   ),
   SONAR_IMDS_URL: defaulted(
     'imdsUrl',

@@ -238,7 +238,7 @@ const OVERRIDE_KEYS = new Map<string, ConfigVariable>(
  */
 export function loadConfig(
   env: Readonly<Record<string, string | undefined>> = process.env,
-  overrides: Readonly<Partial<Record<string, string | number>>> = {},
+  overrides: Readonly<Partial<Record<string, string | number | boolean>>> = {},
 ): SonarConfig {
   const input: Partial<Record<ConfigVariable, Raw>> = {};
   for (const v of configVariables) {
@@ -247,7 +247,10 @@ export function loadConfig(
   }
   for (const [key, value] of Object.entries(overrides)) {
     const v = OVERRIDE_KEYS.get(key);
-    if (v !== undefined && value !== undefined) input[v] = value;
+    // A switch (`--strict-durability`) comes from commander as `true`.
+    if (v !== undefined && value !== undefined) {
+      input[v] = typeof value === 'boolean' ? String(value) : value;
+    }
   }
   const parsed = sonarEnvSchema.safeParse(input);
   if (parsed.success) return parsed.data;
@@ -283,17 +286,35 @@ export function redactConfig(config: SonarConfig): SonarConfig {
  * process reads of its environment is all listed here.
  */
 export function loadProcessConfig(
-  overrides: Readonly<Partial<Record<string, string | number>>> = {},
+  overrides: Readonly<Partial<Record<string, string | number | boolean>>> = {},
 ): SonarConfig {
   return loadConfig(process.env, overrides);
 }
 
+/**
+ * One setting of the process's environment, parsed by its row of the table, for what runs
+ * before or without a whole configuration (the logger's level in a CLI verb or the worker
+ * SDK). Unset (or empty): its default, or undefined.
+ *
+ * @throws ConfigError naming the variable and its value, as {@link loadConfig} does.
+ */
+export function loadProcessSetting<V extends ConfigVariable>(
+  variable: V,
+): ParsedSetting<(typeof SETTINGS)[V]> {
+  const row: SettingRow<unknown> = SETTINGS[variable];
+  const raw = given(process.env[variable]) ?? row.default;
+  if (raw === undefined) return undefined as ParsedSetting<(typeof SETTINGS)[V]>;
+  try {
+    return row.parse(raw) as ParsedSetting<(typeof SETTINGS)[V]>;
+  } catch (err: unknown) {
+    const value = row.mask ? row.mask(String(raw)) : raw;
+    const message = err instanceof Error ? err.message : String(err);
+    throw new ConfigError([{ variable, value, message }], { cause: err });
+  }
+}
+
 /** The raw environment variables read outside the `SONAR_*` table, each for one reason. */
 export const processEnvironment = {
-  /** `SONAR_LOG_LEVEL`: read by the logger before any configuration is loaded. */
-  logLevel: (): string | undefined => process.env['SONAR_LOG_LEVEL'],
-  /** `SONAR_STRICT_DURABILITY`: the backend's `--strict-durability` flag as a variable. */
-  strictDurability: (): string | undefined => process.env['SONAR_STRICT_DURABILITY'],
   /** `SONAR_DEBUG`: any non-empty value prints a failed verb's stack trace. */
   debug: (): boolean => Boolean(process.env['SONAR_DEBUG']),
   /** `NO_COLOR` (no-color.org): any non-empty value turns the terminal's colours off. */

@@ -5,8 +5,10 @@
  * @module
  */
 import { pino } from 'pino';
-import { processEnvironment } from './config.js';
 import { ValidationError } from '../actors/errors.js';
+import { loadProcessSetting } from './config.js';
+import { logLevel, logLevels } from './config-parsers.js';
+import type { LogLevel } from './config-parsers.js';
 
 /** Fields a log line may carry, e.g. `runId taskId attemptId workerId subject seq`. */
 export type LogMeta = Record<string, unknown>;
@@ -22,8 +24,8 @@ export interface Logger {
 }
 
 /** Levels accepted by {@link createLogger}, quietest last. */
-export const logLevels = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
-export type LogLevel = (typeof logLevels)[number];
+export { logLevels };
+export type { LogLevel };
 
 /** Where log lines go: stderr, or any sink taking one JSON line per call (tests). */
 export type LogDestination = 'stderr' | { write(line: string): void };
@@ -45,25 +47,19 @@ export interface LoggerOptions {
   destination?: LogDestination;
 }
 
-const isLogLevel = (value: string): value is LogLevel =>
-  (logLevels as readonly string[]).includes(value);
-
 /**
  * A pino-backed {@link Logger} writing JSON lines (`level`, `time`, `msg`, bindings, meta).
  * Errors under `err` or `error` are serialized with their message, type and stack.
  *
- * @throws ValidationError when the level is unknown, e.g. `SONAR_LOG_LEVEL: "loud" is not a log level
- * (one of trace, debug, info, warn, error, fatal, silent)`.
+ * @throws ValidationError when the level is unknown, e.g. `"loud" is not a log level (one of
+ * trace, debug, info, warn, error, fatal, silent)`; a ConfigError naming `SONAR_LOG_LEVEL`
+ * when the level came from there.
  */
 export function createLogger(opts: LoggerOptions = {}): Logger {
-  const fromEnv = opts.level === undefined;
-  const level = (opts.level ?? processEnvironment.logLevel() ?? 'info').trim().toLowerCase();
-  if (!isLogLevel(level)) {
-    const shown = JSON.stringify(opts.level ?? processEnvironment.logLevel());
-    throw new ValidationError(
-      `${fromEnv ? 'SONAR_LOG_LEVEL: ' : ''}${shown} is not a log level (one of ${logLevels.join(', ')})`,
-    );
-  }
+  const level: LogLevel =
+    opts.level === undefined
+      ? (loadProcessSetting('SONAR_LOG_LEVEL') ?? 'info')
+      : levelOf(opts.level);
   const destination = opts.destination ?? 'stderr';
   const base = pino(
     {
@@ -76,6 +72,15 @@ export function createLogger(opts: LoggerOptions = {}): Logger {
     destination === 'stderr' ? pino.destination({ fd: 2, sync: true }) : destination,
   );
   return adapt(opts.component === undefined ? base : base.child({ component: opts.component }));
+}
+
+/** An explicit level, parsed as the `SONAR_LOG_LEVEL` row parses one. */
+function levelOf(level: string): LogLevel {
+  try {
+    return logLevel(level);
+  } catch (err: unknown) {
+    throw new ValidationError(err instanceof Error ? err.message : String(err));
+  }
 }
 
 function adapt(p: pino.Logger): Logger {

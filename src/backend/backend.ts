@@ -66,9 +66,9 @@ export interface BackendOptions {
    */
   stopTimeoutMs?: number;
   /**
-   * `--strict-durability` / `SONAR_STRICT_DURABILITY`: refuse to start when the durability
-   * check finds a known problem (storage/durability-check.ts) instead of warning.
-   * @defaultValue false
+   * Refuse to start when the durability check finds a known problem
+   * (storage/durability-check.ts) instead of warning.
+   * @defaultValue `SONAR_STRICT_DURABILITY` (`--strict-durability`), else false
    */
   strictDurability?: boolean;
 }
@@ -89,7 +89,9 @@ export class Backend {
   static async start(opts: BackendOptions): Promise<Backend> {
     const { config } = opts;
     const nodeId = opts.nodeId ?? `${hostToken(hostname(), 40)}-${newId().slice(-8)}`;
-    const log = (opts.log ?? createLogger({ component: 'backend' })).child({ nodeId });
+    const log = (opts.log ?? createLogger({ component: 'backend', level: config.logLevel })).child({
+      nodeId,
+    });
     const nc = opts.nc ?? (await connectNats(config, { name: `sonar-backend-${nodeId}` }));
     const n = names(config.prefix);
     const jsm = await jetstreamManager(nc);
@@ -117,7 +119,11 @@ export class Backend {
     for (const c of changed) if (c.note) log.warn('topology setting adjusted', { ...c });
     // Reads every stream just provisioned, so it may meet the same not-yet-applied stream.
     await whenPlaceable(
-      () => checkDurability(nc, jsm, n, { strictDurability: opts.strictDurability, log }),
+      () =>
+        checkDurability(nc, jsm, n, {
+          strictDurability: opts.strictDurability ?? config.strictDurability,
+          log,
+        }),
       { replicas: config.replicas, log },
     );
     const store = new EventStore(nc, n);

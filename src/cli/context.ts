@@ -1,4 +1,7 @@
+import { readFile } from 'node:fs/promises';
+import { hostname, userInfo } from 'node:os';
 import type { NatsConnection } from '@nats-io/transport-node';
+import type { Command } from 'commander';
 import { explainMissingStreams } from '../../streams/missing-topology.js';
 import { names } from '../../streams/names.js';
 import type { Names } from '../../streams/names.js';
@@ -6,11 +9,44 @@ import { loadProcessConfig } from '../config.js';
 import type { SonarConfig } from '../config.js';
 import { connectNats } from '../nats.js';
 import type { ConnectionLife } from '../nats.js';
+import { UsageError } from '../display/output.js';
 
 /** Options every networked verb takes. */
 export interface ConnectionFlags {
   server?: string;
   prefix?: string;
+}
+
+/**
+ * Adds `--json`, `--server` and `--prefix` to a subcommand of an operator verb
+ * (`poisoned`, `schedule`), in the order its help lists them.
+ */
+export function withOperatorOptions(cmd: Command): Command {
+  return cmd
+    .option('--json', 'print JSON')
+    .option('--server <url>', 'NATS server (default: SONAR_NATS_URL)')
+    .option('--prefix <prefix>', 'topology prefix (default: SONAR_PREFIX)');
+}
+
+/** Who runs this CLI, `user@host`, for the `by` of the events an operator verb asks for. */
+export function operatorName(): string {
+  try {
+    return `${userInfo().username}@${hostname()}`;
+  } catch (_err: unknown) {
+    // userInfo() throws for a uid with no passwd entry (e.g. a bare container)
+    return `operator@${hostname()}`;
+  }
+}
+
+/** A file the user named, as text; one that cannot be read is a usage error (exit 2). */
+export async function readUserFile(file: string): Promise<string> {
+  try {
+    return await readFile(file, 'utf8');
+  } catch (err: unknown) {
+    throw new UsageError(
+      `cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`,
+    );
+  }
 }
 
 export interface CliContext {

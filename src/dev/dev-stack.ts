@@ -89,7 +89,7 @@ export async function startDevStack(opts: DevStackOptions = {}): Promise<DevStac
     const backend = await Backend.start({
       config,
       parts: defaultParts,
-      log: createLogger({ component: 'backend', destination: backendLog }),
+      log: createLogger({ component: 'backend', level: config.logLevel, destination: backendLog }),
     });
     undo.push(() => backend.stop());
     const workersLog = join(logDir, 'workers.log');
@@ -104,7 +104,11 @@ export async function startDevStack(opts: DevStackOptions = {}): Promise<DevStac
       output: () => openSync(workersLog, 'a'),
       stopTimeoutMs: config.drainGraceMs + 5_000,
       ...(opts.onSupervisorEvent && { onEvent: opts.onSupervisorEvent }),
-      log: createLogger({ component: 'supervisor', destination: backendLog }),
+      log: createLogger({
+        component: 'supervisor',
+        level: config.logLevel,
+        destination: backendLog,
+      }),
     });
     supervisor.start();
     undo.push(() => supervisor.stop());

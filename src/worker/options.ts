@@ -9,7 +9,7 @@ import { routeHandler } from './handler-routing.js';
 import type { CommandPolicy, CommandsOption } from './command-policy.js';
 import type { Logger } from '../log.js';
 import { createLogger } from '../log.js';
-import { processEnvironment } from '../config.js';
+import { loadProcessSetting } from '../config.js';
 import type { ConnectSettings } from '../nats.js';
 import type { OutputStore } from '../storage/output-store.js';
 import type { LogStream } from '../storage/task-logs.js';
@@ -259,7 +259,7 @@ export function resolveWorkerOptions<I, O>(opts: WorkerOptions<I, O>): ResolvedW
     killGraceMs: ms(opts.killGraceMs, '5s'),
     pullExpiresMs: Math.max(1_000, opts.pullExpiresMs ?? 1_000),
     stopGraceMs: ms(opts.stopGraceMs, '10s'),
-    log: opts.log ?? createLogger({ level: processEnvironment.logLevel() ?? 'warn' }),
+    log: opts.log ?? createLogger({ level: loadProcessSetting('SONAR_LOG_LEVEL') ?? 'warn' }),
   };
 }
 

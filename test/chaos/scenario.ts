@@ -8,6 +8,7 @@
  */
 import { appendFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { expect } from 'vitest';
 import { replay } from '../../actors/replay.js';
 import { replayView } from '../../actors/replay-view.js';
 import { ROOT } from '../helpers/worker-fixtures.js';
@@ -133,6 +134,31 @@ export async function finishScenario(
   const reportFile = process.env['SONAR_CHAOS_REPORT'];
   if (reportFile) await appendFile(reportFile, `${JSON.stringify(summary)}\n`);
   return out;
+}
+
+/**
+ * The end of a scenario whose run must come through whole: waits for run `runId` to end
+ * (within `timeoutMs`, or ChaosWorld.waitRunEnded's default), finishes the scenario as `name`
+ * (see {@link finishScenario}) and expects the run Succeeded, no invariant violated and each
+ * of its `tasks` tasks Succeeded. Gives the report, for the scenario's own checks.
+ */
+export async function finishClean(
+  world: ChaosWorld,
+  runId: string,
+  name: string,
+  opts: {
+    faults: Fault[] | ((log: LogLine[]) => Fault[]);
+    recovered: RecoveredAt;
+    tasks: number;
+    timeoutMs?: number;
+  },
+): Promise<ScenarioReport> {
+  const status = await world.waitRunEnded(runId, opts.timeoutMs);
+  expect(status.state).toBe('Succeeded');
+  const report = await finishScenario(world, name, opts);
+  expect(report.violations).toEqual([]);
+  expect(report.stats.states).toEqual({ Succeeded: opts.tasks });
+  return report;
 }
 
 /**

@@ -4,9 +4,9 @@
  * after them the world, every process spawned and the server stopped. Called inside a
  * `describe`, the same for that block alone.
  */
-import { afterAll, beforeAll } from 'vitest';
 import { startSecureCluster, startSecureNats } from '../helpers/secure-nats.js';
 import type { SecureCluster, SecureEnvironment, SecureNats } from '../helpers/secure-nats.js';
+import { perFile } from '../helpers/per-file.js';
 import { killAll } from '../helpers/sonar-process.js';
 import { freshPrefix } from '../helpers/topology.js';
 import type { RunFile } from '../../src/protocol.js';
@@ -38,20 +38,16 @@ export interface Fleet extends Omit<WorldOptions, 'secure'>, Omit<WorkerOptions,
 export function worldPerFile<S extends SecureEnvironment & { stop(): Promise<void> }>(
   startSecure: (prefix: string) => Promise<S>,
 ): WorldPerFile<S> {
-  let secure: S | undefined;
   let world: ChaosWorld | undefined;
-  beforeAll(async () => {
-    secure = await startSecure(freshPrefix());
-  });
-  afterAll(async () => {
-    await world?.stop();
-    await killAll();
-    await secure?.stop();
-  });
-  const started = (): S => {
-    if (!secure) throw new Error('worldPerFile: read inside a test, not at load');
-    return secure;
-  };
+  const started = perFile(
+    'worldPerFile',
+    () => startSecure(freshPrefix()),
+    async (secure) => {
+      await world?.stop();
+      await killAll();
+      await secure.stop();
+    },
+  );
   const startWorld = async (opts: Omit<WorldOptions, 'secure'> = {}): Promise<ChaosWorld> => {
     world = await ChaosWorld.start({ ...opts, secure: started() });
     return world;

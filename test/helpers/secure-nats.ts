@@ -9,8 +9,7 @@ import { createUser } from '@nats-io/nkeys';
 import type { KeyPair } from '@nats-io/nkeys';
 import { connect, jwtAuthenticator } from '@nats-io/transport-node';
 import type { ConnectionOptions, NatsConnection } from '@nats-io/transport-node';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { workerInboxPrefix } from '../../streams/names.js';
 import { initCredentials, resolverConf } from '../../src/auth/creds-init.js';
@@ -21,6 +20,7 @@ import { startNatsCluster } from './nats-cluster.js';
 import type { NatsCluster, NatsClusterOptions } from './nats-cluster.js';
 import { startNatsServer } from './nats-server.js';
 import type { NatsServer } from './nats-server.js';
+import { inTempRoot } from './temp-root.js';
 
 /** What a secure server or cluster gives its tests: each role's credential, as files. */
 export interface SecureEnvironment {
@@ -73,31 +73,6 @@ export interface SecureNats extends SecureEnvironment {
   dir: string;
   /** Stops the server and removes every file. */
   stop(): Promise<void>;
-}
-
-/**
- * What `start` starts in a fresh temp root (`<tmp>/<name>-XXXXXX`), whose `stop()` then also
- * removes the root and every file in it; the root goes at once when `start` fails.
- */
-async function inTempRoot<T extends { stop(): Promise<void> }>(
-  name: string,
-  start: (root: string) => Promise<T>,
-): Promise<T> {
-  const root = await mkdtemp(join(tmpdir(), `${name}-`));
-  const removeRoot = () => rm(root, { recursive: true, force: true, maxRetries: 3 });
-  try {
-    const started = await start(root);
-    return {
-      ...started,
-      async stop() {
-        await started.stop();
-        await removeRoot();
-      },
-    };
-  } catch (err: unknown) {
-    await removeRoot();
-    throw err;
-  }
 }
 
 export const startSecureNats = (opts: { prefix?: string } = {}): Promise<SecureNats> =>

@@ -10,7 +10,7 @@
  * of another worker, a forged registry entry; and that no client or operator deletes a
  * backend's consumer. No token or secret ever reaches a log.
  */
-import { mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
@@ -27,14 +27,14 @@ import type { CredentialReply } from '../../src/protocol.js';
 import { ApiClient, isApiError } from '../../src/worker/api-client.js';
 import { eventually } from '../helpers/eventually.js';
 import { publishOutcome, subscribeOutcome } from '../helpers/permission-probes.js';
-import { startSecureNats } from '../helpers/secure-nats.js';
-import type { SecureNats } from '../helpers/secure-nats.js';
+import { writeRunFile } from '../helpers/run-file.js';
+import { securePerFile } from '../helpers/secure-per-file.js';
 import { killAll, runSonar, spawnSonar } from '../helpers/sonar-process.js';
 import type { SonarProcess } from '../helpers/sonar-process.js';
 import { NO_IMDS } from '../helpers/worker-fixtures.js';
 
 let dir: string;
-let secure: SecureNats;
+const secure = securePerFile();
 const conns: NatsConnection[] = [];
 /** Every process and CLI run, for the log check at the end. */
 const outputs: { name: string; text: () => string }[] = [];
@@ -57,12 +57,12 @@ const FAST = {
   SONAR_IMDS_URL: NO_IMDS,
 };
 
-const envOf = (role: CredsRole): Record<string, string> => ({ ...secure.envFor(role), ...FAST });
+const envOf = (role: CredsRole): Record<string, string> => ({ ...secure().envFor(role), ...FAST });
 
 async function connectAs(role: CredsRole): Promise<NatsConnection> {
   const nc = await connect({
-    servers: secure.server.url,
-    authenticator: credsAuthenticator(await readFile(secure.creds[role])),
+    servers: secure().server.url,
+    authenticator: credsAuthenticator(await readFile(secure().creds[role])),
     inboxPrefix: roleInboxPrefix(role as Exclude<CredsRole, 'sys'>),
     reconnect: false,
   });
@@ -85,7 +85,7 @@ async function compromisedWorker(workerId: string, tags: string[] = ['acl']) {
   // It lives in the workers' account, which reaches JetStream under its own API prefix.
   expect(reply.jsApiPrefix).toBe(n.subjects.workerJsApi);
   const nc = await connect({
-    servers: secure.server.url,
+    servers: secure().server.url,
     authenticator: jwtAuthenticator(reply.jwt!, kp.getSeed()),
     inboxPrefix: workerInboxPrefix(workerId),
     reconnect: false,
@@ -193,7 +193,6 @@ async function started(runId: string, taskId: string) {
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'sonar-acl-'));
-  secure = await startSecureNats();
   backend = spawnAs('backend', 'backend', ['backend']);
   await eventually(() => backend.stderr().includes('backend started') || !backend.running, {
     timeoutMs: 30_000,
@@ -214,23 +213,18 @@ beforeAll(async () => {
 afterAll(async () => {
   await killAll();
   await Promise.all(conns.map((c) => c.close().catch(() => {})));
-  await secure?.stop();
   await rm(dir, { recursive: true, force: true });
 });
 
 describe('access control in secure mode (sonar creds init, as deployed)', () => {
   it('each role does its own work: a client submits, workers run it, an operator reads', async () => {
     await startWorker('acl-w1', 'acl', ['cat']);
-    const runFile = join(dir, 'run.json');
-    await writeFile(
-      runFile,
-      JSON.stringify({
-        runId: 'acl',
-        steps: [
-          { id: 's', tags: ['acl'], tasks: [1, 2, 3].map((i) => ({ id: `t${i}`, input: { i } })) },
-        ],
-      }),
-    );
+    const runFile = await writeRunFile(dir, {
+      runId: 'acl',
+      steps: [
+        { id: 's', tags: ['acl'], tasks: [1, 2, 3].map((i) => ({ id: `t${i}`, input: { i } })) },
+      ],
+    });
     const submitted = await cli('client', ['submit', runFile, '--wait', '--json']);
     expect(submitted.code, submitted.stderr).toBe(0);
     expect(submitted.stdout).toMatch(/"state":"Succeeded"/);
@@ -733,8 +727,8 @@ describe('access control in secure mode (sonar creds init, as deployed)', () => 
     expect(tokens.size).toBeGreaterThan(0);
     // Every nkey seed `sonar creds init` wrote (in .nk and .creds files).
     const seeds = new Set<string>();
-    for (const f of await readdir(secure.dir)) {
-      const text = await readFile(join(secure.dir, f), 'utf8').catch(() => '');
+    for (const f of await readdir(secure().dir)) {
+      const text = await readFile(join(secure().dir, f), 'utf8').catch(() => '');
       for (const m of text.matchAll(/\bS[UOA][A-Z2-7]{56}\b/g)) seeds.add(m[0]);
     }
     expect(seeds.size).toBeGreaterThan(5);

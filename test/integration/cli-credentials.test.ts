@@ -8,78 +8,83 @@
  * nkey users (signature of the server's nonce), as an operator-mode server would after
  * checking the JWT, so what is under test is Sonar reading the file and signing with it.
  */
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createUser } from '@nats-io/nkeys';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { eventually } from '../helpers/eventually.js';
 import { startNatsServer } from '../helpers/nats-server.js';
-import type { NatsServer } from '../helpers/nats-server.js';
+import { perFile } from '../helpers/per-file.js';
+import { inTempRoot } from '../helpers/temp-root.js';
 import { killAll, runSonar, spawnSonar } from '../helpers/sonar-process.js';
 import { NO_IMDS } from '../helpers/worker-fixtures.js';
 
-let dir: string;
-let server: NatsServer;
-let credsFile: string;
 const PASSWORD = 'cli-test-password';
 
 type Auth = 'creds' | 'password';
 const AUTHS: Auth[] = ['creds', 'password'];
 
 const envOf = (auth: Auth | 'none'): Record<string, string> => ({
-  SONAR_NATS_URL: server.url,
+  SONAR_NATS_URL: authServer().server.url,
   SONAR_IMDS_URL: NO_IMDS,
   SONAR_PULSE_INTERVAL: '300ms',
   SONAR_PULSE_TTL: '1500ms',
   SONAR_TICK: '200ms',
   SONAR_LOCK_TTL: '1s',
   SONAR_DRAIN_GRACE: '1s',
-  ...(auth === 'creds' && { SONAR_NATS_CREDS: credsFile }),
+  ...(auth === 'creds' && { SONAR_NATS_CREDS: authServer().credsFile }),
   ...(auth === 'password' && { SONAR_NATS_USER: 'sonar', SONAR_NATS_PASSWORD: PASSWORD }),
 });
 
-beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'sonar-creds-'));
-  const user = createUser();
-  const seed = new TextDecoder().decode(user.getSeed());
-  credsFile = join(dir, 'user.creds');
-  await writeFile(
-    credsFile,
-    [
-      '-----BEGIN NATS USER JWT-----',
-      'eyJ0eXAiOiJKV1QiLCJhbGciOiJlZDI1NTE5LW5rZXkifQ.e30.c2ln',
-      '------END NATS USER JWT------',
-      '',
-      '-----BEGIN USER NKEY SEED-----',
-      seed,
-      '------END USER NKEY SEED------',
-      '',
-    ].join('\n'),
-  );
-  await mkdir(join(dir, 'js'));
-  await writeFile(
-    join(dir, 'server.conf'),
-    [
-      `jetstream { store_dir: ${JSON.stringify(join(dir, 'js'))} }`,
-      'authorization { users: [',
-      `  { nkey: ${user.getPublicKey()} }`,
-      `  { user: sonar, password: ${JSON.stringify(PASSWORD)} }`,
-      '] }',
-      '',
-    ].join('\n'),
-  );
-  server = await startNatsServer({ config: join(dir, 'server.conf'), storeDir: join(dir, 'js') });
-  await writeFile(
-    join(dir, 'run.json'),
-    JSON.stringify({ runId: 'cr', steps: [{ id: 's', tags: ['cr'], tasks: [{ id: 't' }] }] }),
-  );
-}, 60_000);
+/**
+ * A server that refuses anonymous clients, with a creds file (`credsFile`) and a password it
+ * accepts, and a run file in `dir`.
+ */
+const startAuthServer = () =>
+  inTempRoot('sonar-creds', async (dir) => {
+    const user = createUser();
+    const seed = new TextDecoder().decode(user.getSeed());
+    const credsFile = join(dir, 'user.creds');
+    await writeFile(
+      credsFile,
+      [
+        '-----BEGIN NATS USER JWT-----',
+        'eyJ0eXAiOiJKV1QiLCJhbGciOiJlZDI1NTE5LW5rZXkifQ.e30.c2ln',
+        '------END NATS USER JWT------',
+        '',
+        '-----BEGIN USER NKEY SEED-----',
+        seed,
+        '------END USER NKEY SEED------',
+        '',
+      ].join('\n'),
+    );
+    await mkdir(join(dir, 'js'));
+    await writeFile(
+      join(dir, 'server.conf'),
+      [
+        `jetstream { store_dir: ${JSON.stringify(join(dir, 'js'))} }`,
+        'authorization { users: [',
+        `  { nkey: ${user.getPublicKey()} }`,
+        `  { user: sonar, password: ${JSON.stringify(PASSWORD)} }`,
+        '] }',
+        '',
+      ].join('\n'),
+    );
+    const server = await startNatsServer({
+      config: join(dir, 'server.conf'),
+      storeDir: join(dir, 'js'),
+    });
+    await writeFile(
+      join(dir, 'run.json'),
+      JSON.stringify({ runId: 'cr', steps: [{ id: 's', tags: ['cr'], tasks: [{ id: 't' }] }] }),
+    );
+    return { server, dir, credsFile, stop: () => server.stop() };
+  });
+
+const authServer = perFile('authServer', startAuthServer, (a) => a.stop(), { timeoutMs: 60_000 });
 
 afterAll(async () => {
   await killAll();
-  await server?.stop();
-  await rm(dir, { recursive: true, force: true });
 });
 
 /** Starts a long-running verb and waits for `sign` in its output (it is connected). */
@@ -119,7 +124,7 @@ describe('credentials from every CLI verb', () => {
       expect(r.stderr, `${args.join(' ')} with ${auth}`).not.toMatch(/cannot reach NATS/);
       return r;
     };
-    const submitted = await run(['submit', join(dir, 'run.json'), '--json']);
+    const submitted = await run(['submit', join(authServer().dir, 'run.json'), '--json']);
     expect(submitted.code, submitted.stderr).toBe(0);
     for (const args of [
       ['export'],

@@ -12,7 +12,7 @@ import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import { connect, credsAuthenticator } from '@nats-io/transport-node';
 import type { ConnectionOptions, NatsConnection } from '@nats-io/transport-node';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { names } from '../../streams/names.js';
 import { ensureTopology } from '../../streams/provision.js';
 import { DEFAULT_TOPOLOGY_OPTIONS, dispatchConsumer } from '../../streams/topology.js';
@@ -21,28 +21,23 @@ import { roleInboxPrefix, secureNames } from '../../src/auth/permissions.js';
 import { lookupAccountJwt, pushRevocation } from '../../src/auth/revoke.js';
 import { eventually } from '../helpers/eventually.js';
 import { publishOutcome, subscribeOutcome } from '../helpers/permission-probes.js';
-import { startSecureNats } from '../helpers/secure-nats.js';
+import { securePerFile } from '../helpers/secure-per-file.js';
 import { runSonar } from '../helpers/sonar-process.js';
 import { CREDENTIAL_FILE_USES } from '../../src/auth/creds-init.js';
-import type { MintedWorker, SecureNats } from '../helpers/secure-nats.js';
+import type { MintedWorker } from '../helpers/secure-nats.js';
 
 const n = names('sonar');
-let secure: SecureNats;
+const secure = securePerFile();
 const conns: NatsConnection[] = [];
-
-beforeAll(async () => {
-  secure = await startSecureNats();
-}, 30_000);
 
 afterAll(async () => {
   await Promise.all(conns.map((c) => c.close().catch(() => {})));
-  await secure?.stop();
 });
 
 async function connectRole(role: CredsRole, extra: Partial<ConnectionOptions> = {}) {
   const nc = await connect({
-    servers: secure.server.url,
-    authenticator: credsAuthenticator(await readFile(secure.creds[role])),
+    servers: secure().server.url,
+    authenticator: credsAuthenticator(await readFile(secure().creds[role])),
     ...(role !== 'sys' && { inboxPrefix: roleInboxPrefix(role) }),
     reconnect: false,
     ...extra,
@@ -53,18 +48,18 @@ async function connectRole(role: CredsRole, extra: Partial<ConnectionOptions> = 
 
 /** A fresh user key and a JWT minted for it by the worker signing key. */
 const mintWorker = (workerId: string, ttlMs = 60_000): Promise<MintedWorker> =>
-  secure.mintWorker(workerId, { ttlMs });
+  secure().mintWorker(workerId, { ttlMs });
 
 /** A connection as the minted worker (closed after the file's tests). */
 async function connectWorker(w: MintedWorker) {
-  const nc = await secure.connectAsWorker(w, { reconnect: false });
+  const nc = await secure().connectAsWorker(w, { reconnect: false });
   conns.push(nc);
   return nc;
 }
 
 describe('sonar creds init on nats-server 2.9.10', () => {
   it('the server runs in operator mode and every static role connects with its creds', async () => {
-    expect(secure.server.logs()).toMatch(/Operator: "sonar"/);
+    expect(secure().server.logs()).toMatch(/Operator: "sonar"/);
     for (const role of [
       'backend',
       'client',
@@ -82,7 +77,7 @@ describe('sonar creds init on nats-server 2.9.10', () => {
     await ensureTopology(await jetstreamManager(backend), n, DEFAULT_TOPOLOGY_OPTIONS);
     // The SYS user reads the account JWT the resolver holds.
     const sys = await connectRole('sys');
-    for (const account of [secure.credentials.account, secure.credentials.workersAccount]) {
+    for (const account of [secure().credentials.account, secure().credentials.workersAccount]) {
       const jwt = await lookupAccountJwt(sys, account.publicKey);
       expect(decode(jwt).sub).toBe(account.publicKey);
     }
@@ -92,8 +87,8 @@ describe('sonar creds init on nats-server 2.9.10', () => {
     const w1 = await mintWorker('w1');
     const claims = decode<{ issuer_account?: string }>(w1.jwt);
     expect(claims.name).toBe('w1');
-    expect(claims.nats.issuer_account).toBe(secure.credentials.workersAccount.publicKey);
-    expect(claims.iss).toBe(secure.credentials.workerSigning.publicKey);
+    expect(claims.nats.issuer_account).toBe(secure().credentials.workersAccount.publicKey);
+    expect(claims.iss).toBe(secure().credentials.workerSigning.publicKey);
     const nc = await connectWorker(w1);
 
     expect(await publishOutcome(nc, 'sonar.api.w.w1.join')).toBe('allowed');
@@ -242,8 +237,8 @@ describe('sonar creds init on nats-server 2.9.10', () => {
     const sys = await connectRole('sys');
     await pushRevocation({
       sys,
-      accountPublicKey: secure.credentials.workersAccount.publicKey,
-      operatorSigningSeed: await readFile(secure.operatorSigningKey, 'utf8'),
+      accountPublicKey: secure().credentials.workersAccount.publicKey,
+      operatorSigningSeed: await readFile(secure().operatorSigningKey, 'utf8'),
       userPublicKey: a.key.getPublicKey(),
       at: Date.now(),
       maxCredentialTtlMs: 60 * 60_000,
@@ -255,7 +250,7 @@ describe('sonar creds init on nats-server 2.9.10', () => {
     await expect(connectWorker(a)).rejects.toThrow(/authorization/i);
     // The account JWT now carries the revocation, and kept its signing key and limits.
     const after = decode<{ revocations?: Record<string, number>; signing_keys?: unknown[] }>(
-      await lookupAccountJwt(sys, secure.credentials.workersAccount.publicKey),
+      await lookupAccountJwt(sys, secure().credentials.workersAccount.publicKey),
     );
     expect(Object.keys(after.nats.revocations ?? {})).toEqual([a.key.getPublicKey()]);
     expect(after.nats.signing_keys).toHaveLength(1);

@@ -1,26 +1,23 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { eventually } from '../helpers/eventually.js';
-import { startNatsCluster } from '../helpers/nats-cluster.js';
-import type { NatsCluster } from '../helpers/nats-cluster.js';
+import { clusterPerFile } from '../helpers/cluster-per-file.js';
 import { killAll, spawnSonar } from '../helpers/sonar-process.js';
 import { freshPrefix } from '../helpers/topology.js';
 import { NO_IMDS } from '../helpers/worker-fixtures.js';
 
-let cluster: NatsCluster;
+// The test stops a node of this cluster and starts it again; the fixture stops it for good.
+const fixture = clusterPerFile(3);
+const cluster = () => fixture.servers;
 
-beforeAll(async () => {
-  cluster = await startNatsCluster({ size: 3 });
-});
 afterAll(async () => {
   await killAll();
-  await cluster?.stop();
 });
 
 describe('a backend started while the cluster cannot place its replicas', () => {
   it('waits, saying so, and starts once the missing node is back', async () => {
-    await cluster.stopNode(2);
+    await cluster().stopNode(2);
     const p = spawnSonar('placement', ['backend'], {
-      SONAR_NATS_URL: cluster.urls.slice(0, 2).join(','),
+      SONAR_NATS_URL: cluster().urls.slice(0, 2).join(','),
       SONAR_PREFIX: freshPrefix(),
       SONAR_REPLICAS: '3',
       SONAR_IMDS_URL: NO_IMDS,
@@ -34,7 +31,7 @@ describe('a backend started while the cluster cannot place its replicas', () => 
     expect(p.stderr()).toMatch(/"replicas":3/);
     expect(p.stderr()).not.toMatch(/backend started/);
 
-    await cluster.restartNode(2);
+    await cluster().restartNode(2);
     await eventually(() => p.stderr().includes('backend started') || !p.running, {
       timeoutMs: 45_000,
       message: 'backend started',

@@ -6,35 +6,30 @@
  */
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { names } from '../../streams/names.js';
 import { pushRevocation } from '../../src/auth/revoke.js';
 import { eventually } from '../helpers/eventually.js';
-import { startSecureCluster } from '../helpers/secure-nats.js';
-import type { SecureCluster } from '../helpers/secure-nats.js';
+import { secureClusterPerFile } from '../helpers/secure-per-file.js';
 import { freshPrefix } from '../helpers/topology.js';
 
-let secure: SecureCluster;
+const secure = secureClusterPerFile({ prefix: freshPrefix(), size: 3 });
 const conns: NatsConnection[] = [];
 
-beforeAll(async () => {
-  secure = await startSecureCluster({ prefix: freshPrefix(), size: 3 });
-}, 60_000);
 afterAll(async () => {
   for (const c of conns) await c.close().catch(() => {});
-  await secure?.stop();
 });
 
 /** A connection as `role` to node `i` alone. */
 async function onNode(i: number, role: 'backend' | 'operator' | 'sys'): Promise<NatsConnection> {
-  const nc = await secure.connectAs(role, { servers: secure.urls[i]!, reconnect: false });
+  const nc = await secure().connectAs(role, { servers: secure().urls[i]!, reconnect: false });
   conns.push(nc);
   return nc;
 }
 
 describe('a secure cluster', () => {
   it('every node knows the account from resolver_preload and serves its R3 streams', async () => {
-    const n = names(secure.prefix);
+    const n = names(secure().prefix);
     const stream = `${n.streams.events}_PROBE`;
     const backend = await onNode(0, 'backend');
     const jsm = await jetstreamManager(backend);
@@ -51,16 +46,16 @@ describe('a secure cluster', () => {
   });
 
   it('a revocation pushed through one node cuts the worker off on another', async () => {
-    const wx = await secure.mintWorker('wx', { now: Date.now() - 2_000 });
+    const wx = await secure().mintWorker('wx', { now: Date.now() - 2_000 });
     const asWorker = (): Promise<NatsConnection> =>
-      secure.connectAsWorker(wx, { servers: secure.urls[2]!, reconnect: false });
+      secure().connectAsWorker(wx, { servers: secure().urls[2]!, reconnect: false });
     const worker = await asWorker();
     conns.push(worker);
     const closed = worker.closed();
     await pushRevocation({
       sys: await onNode(0, 'sys'),
-      accountPublicKey: secure.credentials.workersAccount.publicKey,
-      operatorSigningSeed: secure.credentials.operator.signingSeed,
+      accountPublicKey: secure().credentials.workersAccount.publicKey,
+      operatorSigningSeed: secure().credentials.operator.signingSeed,
       userPublicKey: wx.key.getPublicKey(),
       at: Date.now(),
       maxCredentialTtlMs: 60_000,

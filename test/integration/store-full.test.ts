@@ -309,6 +309,7 @@ describe('SONAR_EVENTS_MAX_BYTES', () => {
         '',
       ].join('\n'),
     );
+    // A server of its own: the account limit under test is in the server's config.
     const own = await startNatsServer({ config, storeDir: join(accountDir, 'js') });
     const appNc = await connect({ servers: own.url, user: 'app', pass: 'app' });
     try {

@@ -82,31 +82,19 @@ describe('the full sweep', () => {
       attemptId,
       token: 'x',
     });
+    /** Attempt `attempt` of `taskId` published on `tag`, its dispatch message with it. */
+    const publish = async (taskId: string, tag: string, attempt: number, attemptId: string) => {
+      const subject = n.subjects.task('r1', taskId);
+      await w.write(subject, 'TaskPublished', { attempt, attemptId, tokenHash: HASH, tag });
+      await publishDispatch(js, n, tag, body(attemptId, taskId));
+    };
     // t1: attempt a1 published, then requeued before any worker took it; a2 is current.
-    await w.write(task, 'TaskPublished', {
-      attempt: 1,
-      attemptId: 'a1',
-      tokenHash: HASH,
-      tag: 'linux',
-    });
-    await publishDispatch(js, n, 'linux', body('a1'));
+    await publish('t1', 'linux', 1, 'a1');
     await w.write(task, 'TaskRequeued', { attemptId: 'a1', reason: 'operator' });
-    await w.write(task, 'TaskPublished', {
-      attempt: 2,
-      attemptId: 'a2',
-      tokenHash: HASH,
-      tag: 'linux',
-    });
-    await publishDispatch(js, n, 'linux', body('a2'));
+    await publish('t1', 'linux', 2, 'a2');
     // t2: cancelled while its message waited on a tag nobody pulls any more.
     const t2 = n.subjects.task('r1', 't2');
-    await w.write(t2, 'TaskPublished', {
-      attempt: 1,
-      attemptId: 'b1',
-      tokenHash: HASH,
-      tag: 'gpu',
-    });
-    await publishDispatch(js, n, 'gpu', body('b1', 't2'));
+    await publish('t2', 'gpu', 1, 'b1');
     await w.write(t2, 'TaskCancelled', { reason: 'test' });
     // Not a dispatch message at all.
     await js.publish(n.subjects.dispatch('linux'), 'not json');

@@ -5,15 +5,14 @@
  */
 import { execFile } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { connect as tlsConnect } from 'node:tls';
 import { promisify } from 'node:util';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { ErrorCode, SonarError } from '../../actors/errors.js';
 import { loadConfig } from '../../src/config.js';
 import { connectNats } from '../../src/nats.js';
@@ -21,23 +20,16 @@ import { startNatsCluster } from '../helpers/nats-cluster.js';
 import { startNatsServer } from '../helpers/nats-server.js';
 import type { NatsServer } from '../helpers/nats-server.js';
 import { eventually } from '../helpers/eventually.js';
+import { perFile } from '../helpers/per-file.js';
+import { inTempRoot } from '../helpers/temp-root.js';
 import { killAll, runSonar, spawnSonar } from '../helpers/sonar-process.js';
 import { NO_IMDS, ROOT } from '../helpers/worker-fixtures.js';
 
 const run = promisify(execFile);
 const DEV_CA = join(ROOT, 'scripts', 'dev-ca.sh');
 
-let dir: string;
-let certs: string;
-/** Client port with TLS (deploy/nats/tls.conf as shipped). */
-let tlsServer: NatsServer;
-/** The same with `verify: true`: mutual TLS. */
-let mutualServer: NatsServer;
-/** No TLS at all. */
-let plainServer: NatsServer;
-
 /** A shipped deploy/nats fragment with its certificate paths pointed at `certs`. */
-async function fragment(name: string): Promise<string> {
+async function fragment(certs: string, name: string): Promise<string> {
   const text = await readFile(join(ROOT, 'deploy', 'nats', name), 'utf8');
   return text.replaceAll('/etc/nats/certs/', `${certs}/`);
 }
@@ -46,7 +38,7 @@ async function fragment(name: string): Promise<string> {
  * A JetStream server whose config is `body` (written to `<dir>/<name>.conf`, its includes
  * beside it).
  */
-async function serverWith(name: string, body: string): Promise<NatsServer> {
+async function serverWith(dir: string, name: string, body: string): Promise<NatsServer> {
   const config = join(dir, `${name}.conf`);
   const storeDir = join(dir, `${name}-js`);
   await writeFile(config, `jetstream { store_dir: ${JSON.stringify(storeDir)} }\n${body}`);
@@ -87,7 +79,7 @@ async function roundTrip(nc: NatsConnection): Promise<void> {
  * The INFO a node sends on its route port. A TLS route port starts with the handshake (INFO
  * comes after it), so this dials TLS as a node does: with the CA and a node's certificate.
  */
-async function routeInfo(port: number): Promise<Record<string, unknown>> {
+async function routeInfo(certs: string, port: number): Promise<Record<string, unknown>> {
   const [ca, cert, key] = await Promise.all(
     ['ca.pem', 'server.pem', 'server-key.pem'].map((f) => readFile(join(certs, f))),
   );
@@ -102,46 +94,72 @@ async function routeInfo(port: number): Promise<Record<string, unknown>> {
   }
 }
 
-beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'sonar-tls-'));
-  certs = join(dir, 'certs');
-  await run(DEV_CA, ['--client', certs]);
-  await writeFile(join(dir, 'tls.conf'), await fragment('tls.conf'));
-  const mutual = (await fragment('tls.conf')).replace('# verify: true', 'verify: true');
-  expect(mutual).toContain('\n  verify: true');
-  await writeFile(join(dir, 'mutual-tls.conf'), mutual);
-  [tlsServer, mutualServer, plainServer] = await Promise.all([
-    serverWith('server-tls', 'include ./tls.conf\n'),
-    serverWith('server-mutual', 'include ./mutual-tls.conf\n'),
-    startNatsServer(),
-  ]);
-});
+/** The file's certificates (scripts/dev-ca.sh) and its three servers. */
+interface TlsServers {
+  dir: string;
+  certs: string;
+  /** Client port with TLS (deploy/nats/tls.conf as shipped). */
+  tls: NatsServer;
+  /** The same with `verify: true`: mutual TLS. */
+  mutual: NatsServer;
+  /** No TLS at all. */
+  plain: NatsServer;
+  stop(): Promise<void>;
+}
+
+const startTlsServers = (): Promise<TlsServers> =>
+  inTempRoot('sonar-tls', async (dir) => {
+    const certs = join(dir, 'certs');
+    await run(DEV_CA, ['--client', certs]);
+    await writeFile(join(dir, 'tls.conf'), await fragment(certs, 'tls.conf'));
+    const mutualConf = (await fragment(certs, 'tls.conf')).replace(
+      '# verify: true',
+      'verify: true',
+    );
+    expect(mutualConf).toContain('\n  verify: true');
+    await writeFile(join(dir, 'mutual-tls.conf'), mutualConf);
+    const results = await Promise.allSettled([
+      serverWith(dir, 'server-tls', 'include ./tls.conf\n'),
+      serverWith(dir, 'server-mutual', 'include ./mutual-tls.conf\n'),
+      startNatsServer(),
+    ]);
+    const started = results.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
+    const stop = async () => {
+      await Promise.all(started.map((server) => server.stop()));
+    };
+    const failed = results.find((r) => r.status === 'rejected');
+    if (failed) {
+      await stop();
+      throw failed.reason;
+    }
+    const [tls, mutual, plain] = started as [NatsServer, NatsServer, NatsServer];
+    return { dir, certs, tls, mutual, plain, stop };
+  });
+
+const servers = perFile('tlsServers', startTlsServers, (s) => s.stop());
+/** The dev CA's certificate: what SONAR_NATS_TLS_CA names. */
+const ca = () => join(servers().certs, 'ca.pem');
 
 afterAll(async () => {
   await killAll();
-  await Promise.all([tlsServer?.stop(), mutualServer?.stop(), plainServer?.stop()]);
-  await rm(dir, { recursive: true, force: true, maxRetries: 3 });
 });
 
 describe('scripts/dev-ca.sh', () => {
   it('keeps keys private and is idempotent', async () => {
     for (const key of ['ca-key.pem', 'server-key.pem', 'client-key.pem']) {
-      expect(((await stat(join(certs, key))).mode & 0o777).toString(8)).toBe('600');
+      expect(((await stat(join(servers().certs, key))).mode & 0o777).toString(8)).toBe('600');
     }
-    const before = await readFile(join(certs, 'server.pem'), 'utf8');
-    const again = await run(DEV_CA, ['--client', certs]);
+    const before = await readFile(join(servers().certs, 'server.pem'), 'utf8');
+    const again = await run(DEV_CA, ['--client', servers().certs]);
     expect(again.stdout).toContain('kept');
     expect(again.stdout).not.toContain('wrote');
-    expect(await readFile(join(certs, 'server.pem'), 'utf8')).toBe(before);
+    expect(await readFile(join(servers().certs, 'server.pem'), 'utf8')).toBe(before);
   });
 });
 
 describe('client port with TLS', () => {
   it('connects with SONAR_NATS_TLS_CA', async () => {
-    const nc = await sonarConnect({
-      SONAR_NATS_URL: tlsServer.url,
-      SONAR_NATS_TLS_CA: join(certs, 'ca.pem'),
-    });
+    const nc = await sonarConnect({ SONAR_NATS_URL: servers().tls.url, SONAR_NATS_TLS_CA: ca() });
     try {
       expect(nc.info?.tls_required).toBe(true);
       await roundTrip(nc);
@@ -152,15 +170,15 @@ describe('client port with TLS', () => {
 
   it('connects with a tls:// URL and the CA', async () => {
     const nc = await sonarConnect({
-      SONAR_NATS_URL: `tls://127.0.0.1:${tlsServer.port}`,
-      SONAR_NATS_TLS_CA: join(certs, 'ca.pem'),
+      SONAR_NATS_URL: `tls://127.0.0.1:${servers().tls.port}`,
+      SONAR_NATS_TLS_CA: ca(),
     });
     await roundTrip(nc);
     await nc.close();
   });
 
   it('is refused without the CA, with one line saying why', async () => {
-    const err = await refusal(sonarConnect({ SONAR_NATS_URL: tlsServer.url }));
+    const err = await refusal(sonarConnect({ SONAR_NATS_URL: servers().tls.url }));
     expect(err.code).toBe(ErrorCode.Unavailable);
     expect(err.message).not.toContain('\n');
     expect(err.message).toMatch(
@@ -170,20 +188,20 @@ describe('client port with TLS', () => {
 
   it('never falls back to plain text: a CA or a tls:// URL refuses a server without TLS', async () => {
     const withCa = await refusal(
-      sonarConnect({ SONAR_NATS_URL: plainServer.url, SONAR_NATS_TLS_CA: join(certs, 'ca.pem') }),
+      sonarConnect({ SONAR_NATS_URL: servers().plain.url, SONAR_NATS_TLS_CA: ca() }),
     );
     expect(withCa.code).toBe(ErrorCode.Unavailable);
     expect(withCa.message).toContain("server does not support 'tls'");
     const withScheme = await refusal(
-      sonarConnect({ SONAR_NATS_URL: `tls://127.0.0.1:${plainServer.port}` }),
+      sonarConnect({ SONAR_NATS_URL: `tls://127.0.0.1:${servers().plain.port}` }),
     );
     expect(withScheme.message).toContain("server does not support 'tls'");
   });
 
   it('names the setting whose file cannot be read', async () => {
-    const missing = join(dir, 'nope.pem');
+    const missing = join(servers().dir, 'nope.pem');
     const err = await refusal(
-      sonarConnect({ SONAR_NATS_URL: tlsServer.url, SONAR_NATS_TLS_CA: missing }),
+      sonarConnect({ SONAR_NATS_URL: servers().tls.url, SONAR_NATS_TLS_CA: missing }),
     );
     expect(err.code).toBe(ErrorCode.Validation);
     expect(err.message).toBe(`SONAR_NATS_TLS_CA: cannot read ${JSON.stringify(missing)} (ENOENT)`);
@@ -193,7 +211,7 @@ describe('client port with TLS', () => {
 describe('client port with mutual TLS (verify: true)', () => {
   it('refuses a client without a certificate, with one line', async () => {
     const err = await refusal(
-      sonarConnect({ SONAR_NATS_URL: mutualServer.url, SONAR_NATS_TLS_CA: join(certs, 'ca.pem') }),
+      sonarConnect({ SONAR_NATS_URL: servers().mutual.url, SONAR_NATS_TLS_CA: ca() }),
     );
     expect(err.code).toBe(ErrorCode.Unavailable);
     expect(err.message).not.toContain('\n');
@@ -205,10 +223,10 @@ describe('client port with mutual TLS (verify: true)', () => {
 
   it('accepts SONAR_NATS_TLS_CERT and SONAR_NATS_TLS_KEY', async () => {
     const nc = await sonarConnect({
-      SONAR_NATS_URL: mutualServer.url,
-      SONAR_NATS_TLS_CA: join(certs, 'ca.pem'),
-      SONAR_NATS_TLS_CERT: join(certs, 'client.pem'),
-      SONAR_NATS_TLS_KEY: join(certs, 'client-key.pem'),
+      SONAR_NATS_URL: servers().mutual.url,
+      SONAR_NATS_TLS_CA: ca(),
+      SONAR_NATS_TLS_CERT: join(servers().certs, 'client.pem'),
+      SONAR_NATS_TLS_KEY: join(servers().certs, 'client-key.pem'),
     });
     await roundTrip(nc);
     await nc.close();
@@ -217,9 +235,9 @@ describe('client port with mutual TLS (verify: true)', () => {
   it('refuses half a certificate pair before dialling (settings given directly)', async () => {
     const err = await refusal(
       connectNats({
-        natsUrl: mutualServer.url,
-        natsTlsCa: join(certs, 'ca.pem'),
-        natsTlsCert: join(certs, 'client.pem'),
+        natsUrl: servers().mutual.url,
+        natsTlsCa: ca(),
+        natsTlsCert: join(servers().certs, 'client.pem'),
       }),
     );
     expect(err.code).toBe(ErrorCode.Validation);
@@ -229,11 +247,11 @@ describe('client port with mutual TLS (verify: true)', () => {
 
 describe('sonar processes with mutual TLS', () => {
   const envOf = (withClientCert: boolean): Record<string, string> => ({
-    SONAR_NATS_URL: mutualServer.url,
-    SONAR_NATS_TLS_CA: join(certs, 'ca.pem'),
+    SONAR_NATS_URL: servers().mutual.url,
+    SONAR_NATS_TLS_CA: ca(),
     ...(withClientCert && {
-      SONAR_NATS_TLS_CERT: join(certs, 'client.pem'),
-      SONAR_NATS_TLS_KEY: join(certs, 'client-key.pem'),
+      SONAR_NATS_TLS_CERT: join(servers().certs, 'client.pem'),
+      SONAR_NATS_TLS_KEY: join(servers().certs, 'client-key.pem'),
     }),
     SONAR_IMDS_URL: NO_IMDS,
   });
@@ -260,7 +278,7 @@ describe('cluster routes with TLS (deploy/nats/cluster-tls.conf)', () => {
   it('a 2-node cluster forms over TLS routes and replicates a stream', async () => {
     const cluster = await startNatsCluster({
       size: 2,
-      clusterConfig: await fragment('cluster-tls.conf'),
+      clusterConfig: await fragment(servers().certs, 'cluster-tls.conf'),
     });
     try {
       // startNatsCluster waited for a JetStream meta leader: with 2 nodes that needs both,
@@ -280,7 +298,9 @@ describe('cluster routes with TLS (deploy/nats/cluster-tls.conf)', () => {
       }
       // Each route port speaks TLS, and announces that it takes nothing else.
       for (const node of cluster.servers) {
-        expect(await routeInfo(node.clusterPort)).toMatchObject({ tls_required: true });
+        expect(await routeInfo(servers().certs, node.clusterPort)).toMatchObject({
+          tls_required: true,
+        });
       }
       expect(cluster.servers.map((n) => n.logs()).join('\n')).not.toMatch(/TLS.*error/i);
     } finally {

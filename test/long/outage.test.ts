@@ -20,6 +20,8 @@ import { startBackend } from '../helpers/test-backend.js';
 import { NO_IMDS, eventsOf, killWorkers, spawnWorker } from '../helpers/worker-fixtures.js';
 import type { WorkerProcess } from '../helpers/worker-fixtures.js';
 
+// Not a per-file server: each test kills its own (the outage under test), some with a config
+// of their own, and a fresh one per test keeps one test's outage out of the next.
 let server: NatsServer | undefined;
 let backend: Backend | undefined;
 let dir: string | undefined;

@@ -5,20 +5,21 @@
  * renew their short-lived credentials while they work, and one is revoked and cut off while
  * the other keeps working.
  */
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { names } from '../../streams/names.js';
 import { eventually } from '../helpers/eventually.js';
-import { startSecureNats } from '../helpers/secure-nats.js';
-import type { SecureNats } from '../helpers/secure-nats.js';
+import { writeRunFile } from '../helpers/run-file.js';
+import { securePerFile } from '../helpers/secure-per-file.js';
 import { killAll, runSonar, spawnSonar } from '../helpers/sonar-process.js';
 import type { SonarProcess } from '../helpers/sonar-process.js';
 import { NO_IMDS } from '../helpers/worker-fixtures.js';
 
-let secure: SecureNats;
+// The server is killed and restarted by a test; the fixture stops it for good.
+const secure = securePerFile();
 let dir: string;
 let backend: SonarProcess;
 const workers = new Map<string, SonarProcess>();
@@ -37,29 +38,25 @@ function worker(id: string): SonarProcess {
   const p = spawnSonar(
     id,
     ['worker', '--worker-id', id, '--tags', 'sec', '--slots', '2', '--', 'cat'],
-    { ...secure.envFor('bootstrap'), ...FAST },
+    { ...secure().envFor('bootstrap'), ...FAST },
   );
   workers.set(id, p);
   return p;
 }
 
 async function submitAndWait(runId: string, tasks: number): Promise<void> {
-  const file = join(dir, `${runId}.json`);
-  await writeFile(
-    file,
-    JSON.stringify({
-      runId,
-      steps: [
-        {
-          id: 's',
-          tags: ['sec'],
-          tasks: Array.from({ length: tasks }, (_, i) => ({ id: `t${i}`, input: { i } })),
-        },
-      ],
-    }),
-  );
+  const file = await writeRunFile(dir, {
+    runId,
+    steps: [
+      {
+        id: 's',
+        tags: ['sec'],
+        tasks: Array.from({ length: tasks }, (_, i) => ({ id: `t${i}`, input: { i } })),
+      },
+    ],
+  });
   const r = await runSonar(`submit ${runId}`, ['submit', file, '--wait'], {
-    ...secure.envFor('client'),
+    ...secure().envFor('client'),
     ...FAST,
   });
   expect(r.code, r.stderr).toBe(0);
@@ -67,9 +64,8 @@ async function submitAndWait(runId: string, tasks: number): Promise<void> {
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'sonar-secure-e2e-'));
-  secure = await startSecureNats();
   backend = spawnSonar('backend', ['backend'], {
-    ...secure.envFor('backend'),
+    ...secure().envFor('backend'),
     ...FAST,
     // Short-lived worker credentials, so that renewals happen within the test.
     SONAR_WORKER_CREDENTIAL_TTL: '4s',
@@ -82,7 +78,6 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await killAll();
-  await secure?.stop();
   await rm(dir, { recursive: true, force: true });
 });
 
@@ -113,22 +108,18 @@ describe('secure mode', () => {
 
   it('an output over the inline limit is staged by its worker and moved into the store by the backend', async () => {
     const blob = 'x'.repeat(100_000);
-    const file = join(dir, 'sec-big.json');
-    await writeFile(
-      file,
-      JSON.stringify({
-        runId: 'sec-big',
-        steps: [
-          {
-            id: 's',
-            tags: ['sec'],
-            output: 'json',
-            tasks: [0, 1, 2].map((i) => ({ id: `t${i}`, input: { i, blob } })),
-          },
-        ],
-      }),
-    );
-    const client = { ...secure.envFor('client'), ...FAST };
+    const file = await writeRunFile(dir, {
+      runId: 'sec-big',
+      steps: [
+        {
+          id: 's',
+          tags: ['sec'],
+          output: 'json',
+          tasks: [0, 1, 2].map((i) => ({ id: `t${i}`, input: { i, blob } })),
+        },
+      ],
+    });
+    const client = { ...secure().envFor('client'), ...FAST };
     const submitted = await runSonar('submit sec-big', ['submit', file, '--wait'], client);
     expect(submitted.code, submitted.stderr + backend.stderr().slice(-3_000)).toBe(0);
     const r = await runSonar('results sec-big', ['results', 'sec-big', '--json'], client);
@@ -147,7 +138,7 @@ describe('secure mode', () => {
       expect((JSON.parse(one.stdout) as { json: unknown }).json).toEqual({ i, blob });
     }
     // Nothing is left staged once moved.
-    const nc = await secure.connectAs('backend');
+    const nc = await secure().connectAs('backend');
     try {
       const info = await (await jetstreamManager(nc)).streams.info(names().streams.staging);
       expect(info.state.messages).toBe(0);
@@ -157,10 +148,10 @@ describe('secure mode', () => {
   }, 90_000);
 
   it('an outage longer than a credential lives is waited out: workers enroll again', async () => {
-    await secure.server.kill('SIGTERM');
+    await secure().server.kill('SIGTERM');
     // Every worker credential (4 s) expires while the server is down.
     await new Promise((resolve) => setTimeout(resolve, 6_000));
-    await secure.server.restart();
+    await secure().server.restart();
     await eventually(
       () => {
         for (const id of ['sec-w1', 'sec-w2']) {
@@ -177,7 +168,7 @@ describe('secure mode', () => {
 
   it('a revoked worker is disconnected and declared Lost, and the other keeps working', async () => {
     const r = await runSonar('revoke', ['revoke', 'sec-w1', '--json'], {
-      ...secure.envFor('operator'),
+      ...secure().envFor('operator'),
     });
     expect(r.code, r.stderr).toBe(0);
     expect(JSON.parse(r.stdout)).toEqual({ workerId: 'sec-w1', revoked: true, pushed: true });
@@ -196,7 +187,7 @@ describe('secure mode', () => {
     expect(w2.running, w2.stderr()).toBe(true);
     await submitAndWait('sec-r3', 4);
     // Whatever it would say now, it is not heard: its id is refused.
-    const status = await runSonar('status', ['status', '--json'], secure.envFor('operator'));
+    const status = await runSonar('status', ['status', '--json'], secure().envFor('operator'));
     expect(status.code, status.stderr).toBe(0);
     const live = (JSON.parse(status.stdout) as { workers: { workerId: string }[] }).workers;
     expect(live.map((w) => w.workerId)).toEqual(['sec-w2']);

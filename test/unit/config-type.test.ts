@@ -4,6 +4,7 @@
 import { describe, expectTypeOf, it } from 'vitest';
 import type { TagRates } from '../../actors/reconciler/tag-rates.js';
 import type { S3Config, SonarConfig } from '../../src/config.js';
+import type { LogLevel } from '../../src/log.js';
 import type { CommandPolicy } from '../../src/worker/command-policy.js';
 
 interface ExpectedS3Config {
@@ -50,6 +51,7 @@ interface ExpectedSonarConfig {
   maxOpenTasks: number;
   lockTtlMs: number;
   replicas: number;
+  strictDurability?: boolean;
   eventsMaxBytes: number | 'auto';
   stagingMaxBytes: number;
   logsMaxBytes: number;
@@ -63,6 +65,7 @@ interface ExpectedSonarConfig {
   retentionMs: number;
   fullSweepMs: number;
   stopGraceMs: number;
+  logLevel?: LogLevel;
   imdsUrl: string;
   s3?: ExpectedS3Config;
   resultsUrl?: string;

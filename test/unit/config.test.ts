@@ -439,7 +439,7 @@ describe('loadConfig', () => {
 
 describe('configVariables', () => {
   it('lists the SONAR_* variables of DESIGN.md §9', () => {
-    expect(configVariables).toHaveLength(56);
+    expect(configVariables).toHaveLength(58);
     expect(configVariables[0]).toBe('SONAR_NATS_URL');
     expect(configVariables.every((v) => v.startsWith('SONAR_'))).toBe(true);
   });

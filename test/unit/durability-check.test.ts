@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { isSonarError } from '../../actors/errors.js';
-import { judgeDurability, strictDurabilityOf } from '../../src/backend/storage/durability-check.js';
+import { judgeDurability } from '../../src/backend/storage/durability-check.js';
+import { loadConfig } from '../../src/config.js';
 import type { DurabilityFacts } from '../../src/backend/storage/durability-check.js';
 
 const streams = (replicas: number) =>
@@ -85,25 +86,28 @@ describe('judgeDurability', () => {
   });
 });
 
-describe('strictDurabilityOf', () => {
+describe('SONAR_STRICT_DURABILITY', () => {
   it('the flag wins over the environment', () => {
-    expect(strictDurabilityOf('0', true)).toBe(true);
+    expect(loadConfig({ SONAR_STRICT_DURABILITY: '0' }, { strictDurability: true })).toMatchObject({
+      strictDurability: true,
+    });
   });
 
   it('reads the usual boolean spellings', () => {
     for (const on of ['1', 'true', 'YES', ' on ']) {
-      expect(strictDurabilityOf(on, undefined)).toBe(true);
+      expect(loadConfig({ SONAR_STRICT_DURABILITY: on }).strictDurability).toBe(true);
     }
-    for (const off of ['', '0', 'false', 'no', 'off']) {
-      expect(strictDurabilityOf(off, undefined)).toBe(false);
+    for (const off of ['0', 'false', 'no', 'off']) {
+      expect(loadConfig({ SONAR_STRICT_DURABILITY: off }).strictDurability).toBe(false);
     }
-    expect(strictDurabilityOf(undefined, undefined)).toBe(false);
+    expect(loadConfig({ SONAR_STRICT_DURABILITY: '' }).strictDurability).toBeUndefined();
+    expect(loadConfig({}).strictDurability).toBeUndefined();
   });
 
   it('refuses anything else, naming the variable', () => {
     let err: unknown;
     try {
-      strictDurabilityOf('maybe', undefined);
+      loadConfig({ SONAR_STRICT_DURABILITY: 'maybe' });
     } catch (e: unknown) {
       err = e;
     }

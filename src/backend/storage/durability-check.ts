@@ -179,18 +179,3 @@ export async function checkDurability(
   if (verdict.refusals.length > 0) throw new DurabilityError(verdict.refusals);
   return verdict;
 }
-
-/** `SONAR_STRICT_DURABILITY`: `1`/`true`/`yes`/`on` turn it on; the CLI flag wins when given. */
-export function strictDurabilityOf(
-  variable: string | undefined,
-  flag: boolean | undefined,
-): boolean {
-  if (flag !== undefined) return flag;
-  const raw = variable?.trim().toLowerCase() ?? '';
-  if (raw === '' || ['0', 'false', 'no', 'off'].includes(raw)) return false;
-  if (['1', 'true', 'yes', 'on'].includes(raw)) return true;
-  throw new SonarError(
-    ErrorCode.Validation,
-    `SONAR_STRICT_DURABILITY: ${JSON.stringify(raw)} is not a boolean (1, true, 0 or false)`,
-  );
-}

@@ -1,5 +1,5 @@
 /** The storage component's entrance: what the rest of Sonar may use of it. */
-export { checkDurability, strictDurabilityOf } from './durability-check.js';
+export { checkDurability } from './durability-check.js';
 export { eventsBoundRefusal, eventsStoreRoom, resolveEventsMaxBytes } from './events-store-room.js';
 export { whenPlaceable } from './placement-wait.js';
 export {

@@ -1,14 +1,9 @@
 import type { Command } from 'commander';
 import { Backend } from '../../backend/backend.js';
 import { defaultParts } from '../../default-parts.js';
-import { strictDurabilityOf } from '../../backend/storage/index.js';
 import { serveUntilSignal } from '../../backend/serve-until-signal.js';
-import {
-  configFlag,
-  configVariables,
-  loadProcessConfig,
-  processEnvironment,
-} from '../../config.js';
+import { SETTINGS } from '../../config-table.js';
+import { configFlag, configVariables, loadProcessConfig } from '../../config.js';
 import { assertHttpExposure } from '../../http/exposure.js';
 import { configHelp } from '../config-help.js';
 import { reportError } from '../../display/output.js';
@@ -27,26 +22,22 @@ export function registerBackend(program: Command): void {
         'Every SONAR_* setting is also a flag (SONAR_PULSE_TTL is --pulse-ttl); a flag wins over the environment (docs/configuration.md). ' +
         'SIGTERM or SIGINT stops it, each part within SONAR_STOP_GRACE.',
     );
-  for (const v of configVariables) cmd.option(`--${configFlag(v)} <value>`, configHelp(v));
+  for (const v of configVariables) {
+    const row: { switch?: true } = SETTINGS[v];
+    cmd.option(`--${configFlag(v)}${row.switch ? '' : ' <value>'}`, configHelp(v));
+  }
   cmd.option('--server <url>', 'NATS server (same as --nats-url)');
-  cmd.option(
-    '--strict-durability',
-    'refuse to start when the event log is not stored durably (SONAR_STRICT_DURABILITY)',
-  );
-  cmd.action(async (flags: Record<string, string | undefined>) => {
+  cmd.action(async (flags: Record<string, string | boolean | undefined>) => {
     const config = loadProcessConfig({
       ...flags,
       ...(flags['server'] !== undefined && { SONAR_NATS_URL: flags['server'] }),
     });
     // Before connecting: an open dashboard on the network is refused with one clear line.
     assertHttpExposure(config);
-    // A boolean flag among the string-valued SONAR_* ones (commander gives `true` or nothing).
-    const flag = (flags as { strictDurability?: boolean }).strictDurability;
-    const strictDurability = strictDurabilityOf(processEnvironment.strictDurability(), flag);
     // A failed start (e.g. refused by --strict-durability) leaves its half-made connection
     // open, which would keep the process alive after the error: exit, so a supervisor sees it.
-    const backend = await Backend.start({ config, parts: defaultParts, strictDurability }).catch(
-      (err: unknown) => process.exit(reportError(err)),
+    const backend = await Backend.start({ config, parts: defaultParts }).catch((err: unknown) =>
+      process.exit(reportError(err)),
     );
     // Stops within SONAR_STOP_GRACE and exits even with a part left running.
     await serveUntilSignal(backend, { graceMs: config.stopGraceMs });

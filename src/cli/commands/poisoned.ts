@@ -1,4 +1,3 @@
-import { hostname, userInfo } from 'node:os';
 import type { Command } from 'commander';
 import { assertId, isId } from '../../../actors/ids.js';
 import type {
@@ -7,6 +6,7 @@ import type {
   PoisonedTask,
   RetryOutcome,
 } from '../../backend/finalize/index.js';
+import { operatorName, withOperatorOptions } from '../context.js';
 import type { ConnectionFlags } from '../context.js';
 import { UsageError, isTty, paint, writeOut } from '../../display/output.js';
 import { operatorRequest } from '../operator-request.js';
@@ -24,15 +24,6 @@ export function parseTaskRef(ref: string): string {
     );
   }
   return ref;
-}
-
-/** Who retried, for `TaskFinalizeRetried.by`. */
-function operator(): string {
-  try {
-    return `${userInfo().username}@${hostname()}`;
-  } catch (_err: unknown) {
-    return `operator@${hostname()}`;
-  }
 }
 
 /** `RUN.TASK` as the request's ids. */
@@ -83,13 +74,7 @@ export function registerPoisoned(program: Command): void {
       'inspect, retry or cancel tasks whose finalization was poisoned: it failed for good (a permanent error, or SONAR_FINALIZE_MAX_DELIVER deliveries of its job; the errors are in sonar_finalize_errors), and the task holds its step until an operator settles it. ' +
         'Tasks are named RUN.TASK. Each subcommand asks a backend (sonar.api.poisoned.*), which needs backends of this version.',
     );
-  const common = (c: Command) =>
-    c
-      .option('--json', 'print JSON')
-      .option('--server <url>', 'NATS server (default: SONAR_NATS_URL)')
-      .option('--prefix <prefix>', 'topology prefix (default: SONAR_PREFIX)');
-
-  common(
+  withOperatorOptions(
     cmd
       .command('list')
       .description(
@@ -107,7 +92,7 @@ export function registerPoisoned(program: Command): void {
     await (flags.json ? json({ tasks: rows }) : writeOut(listText(rows)));
   });
 
-  common(
+  withOperatorOptions(
     cmd
       .command('show')
       .description(
@@ -121,7 +106,7 @@ export function registerPoisoned(program: Command): void {
     await (flags.json ? json(detail) : writeOut(showText(detail)));
   });
 
-  common(
+  withOperatorOptions(
     cmd
       .command('retry')
       .description(
@@ -133,7 +118,7 @@ export function registerPoisoned(program: Command): void {
     const out = await operatorRequest(flags, (api) =>
       api.request<'poisoned.retry', RetryOutcome>('poisoned.retry', {
         ...idsOf(ref),
-        by: flags.by ?? operator(),
+        by: flags.by ?? operatorName(),
       }),
     );
     await (flags.json
@@ -141,7 +126,7 @@ export function registerPoisoned(program: Command): void {
       : writeOut(`${out.task} retried (round ${out.round}); step ${out.step ?? '-'}\n`));
   });
 
-  common(
+  withOperatorOptions(
     cmd
       .command('cancel')
       .description(

@@ -1,10 +1,9 @@
-import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { replay } from '../../../actors/replay.js';
 import { replayView } from '../../../actors/replay-view.js';
 import type { ReplayView } from '../../../actors/replay-view.js';
 import { splitLines } from '../../../streams/jsonl.js';
-import { UsageError } from '../../display/output.js';
+import { readUserFile } from '../context.js';
 
 /** `sonar replay FILE.jsonl [--json]`: fold an event log and print the resulting state. */
 export function registerReplay(program: Command): void {
@@ -17,14 +16,7 @@ export function registerReplay(program: Command): void {
     .argument('<file>', 'event log, one event per line (`sonar export` writes one)')
     .option('--json', 'print the state as JSON (DESIGN.md section 8)')
     .action(async (file: string, opts: { json?: boolean }) => {
-      let text: string;
-      try {
-        text = await readFile(file, 'utf8');
-      } catch (err: unknown) {
-        throw new UsageError(
-          `cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`,
-        );
-      }
+      const text = await readUserFile(file);
       const { projection, skipped } = replay(splitLines(text));
       const view = replayView(projection, skipped);
       process.stdout.write(opts.json ? `${JSON.stringify(view, null, 2)}\n` : summarize(view));

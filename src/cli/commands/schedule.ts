@@ -1,5 +1,3 @@
-import { readFile } from 'node:fs/promises';
-import { hostname, userInfo } from 'node:os';
 import type { Command } from 'commander';
 import { ValidationError } from '../../../actors/errors.js';
 import {
@@ -12,6 +10,7 @@ import { newId } from '../../ids.js';
 import type { RequestOf } from '../../protocol.js';
 import type { ScheduleInfo } from '../../schedules/schedule-info.js';
 import { UsageError, writeOut } from '../../display/output.js';
+import { operatorName, readUserFile, withOperatorOptions } from '../context.js';
 import type { ConnectionFlags } from '../context.js';
 import { operatorRequest } from '../operator-request.js';
 
@@ -28,15 +27,6 @@ interface CreateFlags extends Flags {
   catchUp?: string;
   catchUpLimit?: string;
   missedAfter?: string;
-}
-
-/** Who asked, for the events' `by`. */
-function operator(): string {
-  try {
-    return `${userInfo().username}@${hostname()}`;
-  } catch (_err: unknown) {
-    return `operator@${hostname()}`;
-  }
 }
 
 function nameOf(name: string): string {
@@ -66,14 +56,7 @@ function durationFlag(flag: string, value: string): number {
 }
 
 async function readTemplate(file: string): Promise<Record<string, unknown>> {
-  let text: string;
-  try {
-    text = await readFile(file, 'utf8');
-  } catch (err: unknown) {
-    throw new UsageError(
-      `cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`,
-    );
-  }
+  const text = await readUserFile(file);
   let raw: unknown;
   try {
     raw = JSON.parse(text);
@@ -123,13 +106,7 @@ export function registerSchedule(program: Command): void {
       'a schedule submits a run from a template at each due time of a cron expression (in a time zone) or an interval; the reconciler leader fires it, exactly once per due time across the fleet. ' +
         'Run ids are <schedule>-<due time, e.g. 20260101T020000Z>. Each subcommand asks a backend (sonar.api.schedule.*), which needs backends of this version.',
     );
-  const common = (c: Command) =>
-    c
-      .option('--json', 'print JSON')
-      .option('--server <url>', 'NATS server (default: SONAR_NATS_URL)')
-      .option('--prefix <prefix>', 'topology prefix (default: SONAR_PREFIX)');
-
-  common(
+  withOperatorOptions(
     cmd
       .command('create')
       .description(
@@ -169,7 +146,7 @@ export function registerSchedule(program: Command): void {
     const req: RequestOf<'schedule.create'> = {
       name: nameOf(name),
       run: await readTemplate(flags.run),
-      by: operator(),
+      by: operatorName(),
       ...(flags.cron !== undefined && { cron: flags.cron }),
       ...(flags.tz !== undefined && { timezone: flags.tz }),
       ...(flags.every !== undefined && { everyMs: durationFlag('--every', flags.every) }),
@@ -190,7 +167,7 @@ export function registerSchedule(program: Command): void {
     await (flags.json ? json(info) : writeOut(listText([info])));
   });
 
-  common(
+  withOperatorOptions(
     cmd
       .command('list')
       .description(
@@ -213,20 +190,20 @@ export function registerSchedule(program: Command): void {
     ['delete', 'delete for good (its runs are left alone; the name is not used again)'],
   ] as const;
   for (const [verb, what] of moves) {
-    common(cmd.command(verb).description(what).argument('<name>', 'schedule name')).action(
-      async (name: string, flags: Flags) => {
-        const info = await operatorRequest(flags, (api) =>
-          api.request<`schedule.${typeof verb}`, ScheduleInfo>(`schedule.${verb}`, {
-            name: nameOf(name),
-            by: operator(),
-          }),
-        );
-        await (flags.json ? json(info) : writeOut(`${info.name}  ${info.state}\n`));
-      },
-    );
+    withOperatorOptions(
+      cmd.command(verb).description(what).argument('<name>', 'schedule name'),
+    ).action(async (name: string, flags: Flags) => {
+      const info = await operatorRequest(flags, (api) =>
+        api.request<`schedule.${typeof verb}`, ScheduleInfo>(`schedule.${verb}`, {
+          name: nameOf(name),
+          by: operatorName(),
+        }),
+      );
+      await (flags.json ? json(info) : writeOut(`${info.name}  ${info.state}\n`));
+    });
   }
 
-  common(
+  withOperatorOptions(
     cmd
       .command('trigger')
       .description(
@@ -237,7 +214,7 @@ export function registerSchedule(program: Command): void {
     const fired = await operatorRequest(flags, (api) =>
       api.request<'schedule.trigger', { name: string; runId: string; submitted: boolean }>(
         'schedule.trigger',
-        { name: nameOf(name), requestId: newId(), by: operator() },
+        { name: nameOf(name), requestId: newId(), by: operatorName() },
       ),
     );
     await (flags.json

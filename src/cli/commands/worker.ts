@@ -92,7 +92,7 @@ export function registerWorker(program: Command): void {
         SONAR_MAX_OUTPUT: flags.maxOutput,
         SONAR_WORKER_COMMANDS: flags.commands,
       });
-      const log = createLogger();
+      const log = createLogger({ level: config.logLevel });
       const fixed = command.length > 0 ? command : null;
       if (fixed === null && config.workerCommands.kind === 'none') {
         throw new UsageError(

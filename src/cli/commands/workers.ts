@@ -108,7 +108,7 @@ export function registerWorkers(program: Command): void {
         env: { SONAR_NATS_URL: config.natsUrl, SONAR_PREFIX: config.prefix },
         stopTimeoutMs: config.drainGraceMs + 10_000,
         onEvent: (e) => process.stdout.write(`${describeSupervisorEvent(e)}\n`),
-        log: createLogger({ component: 'supervisor' }),
+        log: createLogger({ component: 'supervisor', level: config.logLevel }),
       });
       supervisor.start();
       await new Promise<void>((resolve) => {
