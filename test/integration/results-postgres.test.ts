@@ -27,6 +27,7 @@ import { freshPrefix } from '../helpers/topology.js';
 import { TEST_ENV, runFileOf } from '../helpers/worker-fixtures.js';
 import { seedFinalizing, taskIds } from '../helpers/finalize-fixtures.js';
 import { DAY_MS, startSweepWorld, sweepNow } from '../helpers/sweep-world.js';
+import type { TestBackend } from '../helpers/test-backend.js';
 import pg from 'pg';
 
 const run = promisify(execFile);
@@ -284,16 +285,17 @@ describe('the PostgreSQL results sink', () => {
   });
 });
 
-describe('retention', () => {
-  it('the full sweep deletes the rows of a run finished past SONAR_RETENTION, and only those', async () => {
-    const w = await startSweepWorld(world.nats.nc, world.nats.server.url, {
-      env: { SONAR_RESULTS_URL: postgres().url },
-    });
-    try {
-      const n = w.ctx.names;
-      const [job] = await seedFinalizing(w.ctx.writer, n, { runId: 'old', taskIds: ['t1'] });
-      const record = (runId: string): ResultRecord => ({
-        runId,
+/**
+ * Run `runId` of one task, finished (Succeeded) with its row in the table; each of `strays`
+ * gets a row of the same task too, as a run this topology does not hold.
+ */
+async function seedFinishedRun(w: TestBackend, runId: string, strays: string[] = []) {
+  const n = w.ctx.names;
+  const [job] = await seedFinalizing(w.ctx.writer, n, { runId, taskIds: ['t1'] });
+  for (const r of [runId, ...strays]) {
+    await w.ctx.results.upsert(
+      {
+        runId: r,
         stepId: 's1',
         taskId: 't1',
         attemptId: job!.attemptId,
@@ -304,18 +306,28 @@ describe('retention', () => {
         bytes: 2,
         kind: 'json',
         finalizedAt: new Date().toISOString(),
-      });
-      const body = bodyOf(new TextEncoder().encode('{}'));
-      const signal = new AbortController().signal;
-      await w.ctx.results.upsert(record('old'), body, signal);
+      },
+      bodyOf(new TextEncoder().encode('{}')),
+      new AbortController().signal,
+    );
+  }
+  await w.write(n.subjects.task(runId, 't1'), 'TaskFinalized', {
+    attemptId: job!.attemptId,
+    resultKey: `${runId}.t1`,
+  });
+  await w.write(n.subjects.step(runId, 's1'), 'StepSucceeded', {});
+  await w.write(n.subjects.run(runId), 'RunSucceeded', {});
+}
+
+describe('retention', () => {
+  it('the full sweep deletes the rows of a run finished past SONAR_RETENTION, and only those', async () => {
+    const w = await startSweepWorld(world.nats.nc, world.nats.server.url, {
+      env: { SONAR_RESULTS_URL: postgres().url },
+    });
+    try {
+      const n = w.ctx.names;
       // A row of a run this topology does not hold as finished: never purged.
-      await w.ctx.results.upsert(record('other'), body, signal);
-      await w.write(n.subjects.task('old', 't1'), 'TaskFinalized', {
-        attemptId: job!.attemptId,
-        resultKey: 'old.t1',
-      });
-      await w.write(n.subjects.step('old', 's1'), 'StepSucceeded', {});
-      await w.write(n.subjects.run('old'), 'RunSucceeded', {});
+      await seedFinishedRun(w, 'old', ['other']);
       expect((await sweepNow(w)).retention.purged).toEqual([]);
       expect(await rowsOf(n.prefix, 'old')).toHaveLength(1);
       const report = await sweepNow(w, { shiftMs: 31 * DAY_MS });
@@ -327,9 +339,7 @@ describe('retention', () => {
       await w.stop();
     }
   });
-});
 
-describe('retention while the database cannot delete', () => {
   it('a run whose rows cannot be deleted waits for the next sweep; the runs after it are purged', async () => {
     const w = await startSweepWorld(world.nats.nc, world.nats.server.url, {
       env: { SONAR_RESULTS_URL: postgres().url },
@@ -337,32 +347,7 @@ describe('retention while the database cannot delete', () => {
     const t = pgTables(w.ctx.names.prefix);
     try {
       const n = w.ctx.names;
-      for (const runId of ['stuck', 'old']) {
-        const [job] = await seedFinalizing(w.ctx.writer, n, { runId, taskIds: ['t1'] });
-        await w.ctx.results.upsert(
-          {
-            runId,
-            stepId: 's1',
-            taskId: 't1',
-            attemptId: job!.attemptId,
-            attempt: 1,
-            startedAt: null,
-            finishedAt: null,
-            outputRef: 'inline',
-            bytes: 2,
-            kind: 'json',
-            finalizedAt: new Date().toISOString(),
-          },
-          bodyOf(new TextEncoder().encode('{}')),
-          new AbortController().signal,
-        );
-        await w.write(n.subjects.task(runId, 't1'), 'TaskFinalized', {
-          attemptId: job!.attemptId,
-          resultKey: `${runId}.t1`,
-        });
-        await w.write(n.subjects.step(runId, 's1'), 'StepSucceeded', {});
-        await w.write(n.subjects.run(runId), 'RunSucceeded', {});
-      }
+      for (const runId of ['stuck', 'old']) await seedFinishedRun(w, runId);
       // The database refuses to delete the first run's rows (as a lost grant or a full disk
       // would), and only those.
       await postgres().query(
