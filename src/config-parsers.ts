@@ -89,7 +89,7 @@ export type LogLevel = (typeof logLevels)[number];
 export const logLevel: Parser<LogLevel> = (raw) => {
   const value = String(raw).trim().toLowerCase();
   if (!(logLevels as readonly string[]).includes(value)) {
-    throw new Error(`${show(raw)} is not a log level (one of ${logLevels.join(', ')})`);
+    throw new ValidationError(`${show(raw)} is not a log level (one of ${logLevels.join(', ')})`);
   }
   return value as LogLevel;
 };

@@ -1,3 +1,4 @@
+import { ValidationError } from '../errors.js';
 import { ID_RE } from '../ids.js';
 
 /**
@@ -40,21 +41,22 @@ const RATE_RE = /^(\d+(?:\.\d+)?)\/(\d+(?:\.\d+)?)?(ms|s|m|h)$/;
  */
 export function parseTagRate(text: string): TagRate {
   const m = RATE_RE.exec(text);
-  if (!m) throw new Error('is not a rate: count/period (e.g. api=20/s, 1/m, 0.5/s, 40/2s)');
+  if (!m)
+    throw new ValidationError('is not a rate: count/period (e.g. api=20/s, 1/m, 0.5/s, 40/2s)');
   const count = Number(m[1]);
   const periodMs = (m[2] === undefined ? 1 : Number(m[2])) * PERIODS_MS[m[3]!]!;
-  if (periodMs <= 0) throw new Error('has a period of 0 (e.g. api=20/s)');
+  if (periodMs <= 0) throw new ValidationError('has a period of 0 (e.g. api=20/s)');
   if (count === 0) return { burst: 0, windowMs: periodMs, text };
   const burst = Math.max(1, Math.floor(count));
   if (burst > RATE_HISTORY) {
-    throw new Error(
+    throw new ValidationError(
       `allows a burst of ${burst}, more than the ${RATE_HISTORY} sonar can count: leave the tag out not to limit it, or write a shorter period`,
     );
   }
   // Rounded to whole ms so that the bucket compares integers; at least 1 ms.
   const windowMs = Math.max(1, Math.round((periodMs * burst) / count));
   if (windowMs > MAX_RATE_WINDOW_MS) {
-    throw new Error(
+    throw new ValidationError(
       `holds a token for ${windowMs} ms, longer than the 1h sonar can count (the slowest rate is 1/h)`,
     );
   }
@@ -73,7 +75,7 @@ export function parseTagRates(raw: string): TagRates {
     if (trimmed === '') continue;
     const eq = trimmed.indexOf('=');
     const tag = eq === -1 ? '' : trimmed.slice(0, eq).trim();
-    const bad = (problem: string) => new Error(`${JSON.stringify(trimmed)} ${problem}`);
+    const bad = (problem: string) => new ValidationError(`${JSON.stringify(trimmed)} ${problem}`);
     if (!ID_RE.test(tag)) {
       throw bad('is not tag=rate, with a tag of letters, digits, _ or - (e.g. api=20/s)');
     }

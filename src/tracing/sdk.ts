@@ -2,6 +2,7 @@
 import type * as OtlpHttp from '@opentelemetry/exporter-trace-otlp-http';
 import type * as Resources from '@opentelemetry/resources';
 import type * as SdkTraceNode from '@opentelemetry/sdk-trace-node';
+import { ValidationError } from '../../actors/errors.js';
 import type { Logger } from '../log.js';
 
 /** The standard variables that decide whether a Sonar process starts the tracing SDK. */
@@ -33,7 +34,7 @@ export function tracesExportersOf(env: TracingEnvironment): TraceExporter[] {
   if (names.includes('none')) return [];
   for (const name of names) {
     if (!(TRACE_EXPORTERS as readonly string[]).includes(name)) {
-      throw new Error(
+      throw new ValidationError(
         `OTEL_TRACES_EXPORTER: ${JSON.stringify(name)} is not an exporter sonar starts (${[...TRACE_EXPORTERS, 'none'].join(', ')})`,
       );
     }

@@ -19,6 +19,17 @@ import { runSonar } from '../helpers/sonar-process.js';
 import { DAY_MS, sweepNow, sweepWorldsPerTest } from '../helpers/sweep-world.js';
 import type { TestBackend } from '../helpers/test-backend.js';
 
+/**
+ * A projection's dump without its publish times. Retention purges the `TaskPublished` events
+ * of the runs it expires, so a fold of what the stream still holds lacks their times, while a
+ * live projection (and a snapshot of it) keeps them until they age out: the two can differ
+ * there only, by times of runs already expired, which only make a tag's rate bucket stricter.
+ */
+const dumpFolded = (p: Parameters<typeof dumpProjection>[0]) => {
+  const { publishTimes: _publishTimes, ...rest } = dumpProjection(p);
+  return rest;
+};
+
 const nats = serverPerFile();
 
 const sweepWorld = sweepWorldsPerTest(nats);
@@ -194,7 +205,7 @@ describe('retention evicts what it purged', () => {
     expect(Object.keys((await status(w, ['--all'])).runs)).toEqual(['live', 'old']);
 
     // A fresh replay of what the stream still holds agrees with the live projection.
-    expect(dumpProjection(await freshReplay(w))).toStrictEqual(dumpProjection(live));
+    expect(dumpFolded(await freshReplay(w))).toStrictEqual(dumpFolded(live));
 
     // So does a restart from a snapshot written now.
     const written = await snapshotNow(w);
@@ -258,7 +269,7 @@ describe('retention evicts what it purged', () => {
     expect(dumpProjection(before.ctx.loop.projection)).toStrictEqual(dumpProjection(live));
     // And a replay of the stream alone (the run's other events are gone) says the same:
     // RunExpired carries the summary.
-    expect(dumpProjection(await freshReplay(w))).toStrictEqual(dumpProjection(live));
+    expect(dumpFolded(await freshReplay(w))).toStrictEqual(dumpFolded(live));
     // A second sweep finds nothing left to do.
     expect((await sweepNow(w, { shiftMs: 31 * DAY_MS })).retention).toMatchObject({
       expired: 0,
