@@ -47,6 +47,22 @@ interface Row {
   finalized_at: Date;
 }
 
+/** The result record of task t1 of step s1, its 2-byte output inline, with `over` on top. */
+const inlineRecord = (over: Partial<ResultRecord>): ResultRecord => ({
+  runId: 'r1',
+  stepId: 's1',
+  taskId: 't1',
+  attemptId: 'a1',
+  attempt: 1,
+  startedAt: null,
+  finishedAt: null,
+  outputRef: 'inline',
+  bytes: 2,
+  kind: 'json',
+  finalizedAt: '2026-01-01T00:00:00.000Z',
+  ...over,
+});
+
 const rowsOf = (prefix: string, runId: string) =>
   postgres().query<Row>(
     `SELECT * FROM ${pgTables(prefix).results} WHERE run_id = $1 ORDER BY task_id`,
@@ -164,19 +180,8 @@ describe('the PostgreSQL results sink', () => {
       maxConnections: 2,
     });
     try {
-      const record = (attempt: number, finalizedAt: string): ResultRecord => ({
-        runId: 'r1',
-        stepId: 's1',
-        taskId: 't1',
-        attemptId: `a${attempt}`,
-        attempt,
-        startedAt: null,
-        finishedAt: null,
-        outputRef: 'inline',
-        bytes: 12,
-        kind: 'json',
-        finalizedAt,
-      });
+      const record = (attempt: number, finalizedAt: string): ResultRecord =>
+        inlineRecord({ attemptId: `a${attempt}`, attempt, bytes: 12, finalizedAt });
       const body = (v: string) => bodyOf(new TextEncoder().encode(JSON.stringify({ v })));
       const signal = new AbortController().signal;
       const t0 = '2026-01-01T00:00:00.000Z';
@@ -294,19 +299,11 @@ async function seedFinishedRun(w: TestBackend, runId: string, strays: string[] =
   const [job] = await seedFinalizing(w.ctx.writer, n, { runId, taskIds: ['t1'] });
   for (const r of [runId, ...strays]) {
     await w.ctx.results.upsert(
-      {
+      inlineRecord({
         runId: r,
-        stepId: 's1',
-        taskId: 't1',
         attemptId: job!.attemptId,
-        attempt: 1,
-        startedAt: null,
-        finishedAt: null,
-        outputRef: 'inline',
-        bytes: 2,
-        kind: 'json',
         finalizedAt: new Date().toISOString(),
-      },
+      }),
       bodyOf(new TextEncoder().encode('{}')),
       new AbortController().signal,
     );
@@ -376,19 +373,7 @@ describe('retention', () => {
 });
 
 describe('when the database cannot take writes', () => {
-  const record: ResultRecord = {
-    runId: 'r1',
-    stepId: 's1',
-    taskId: 't1',
-    attemptId: 'a1',
-    attempt: 1,
-    startedAt: null,
-    finishedAt: null,
-    outputRef: 'inline',
-    bytes: 2,
-    kind: 'json',
-    finalizedAt: '2026-01-01T00:00:00.000Z',
-  };
+  const record = inlineRecord({});
   const body = () => bodyOf(new TextEncoder().encode('{}'));
   const signal = new AbortController().signal;
 
