@@ -1,15 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ScheduleFired, ScheduleRunRefused } from '../../actors/schedule/schedule.events.js';
-import { reconcilerLoop } from '../../src/backend/reconciler/index.js';
-import { scheduleFirer } from '../../src/backend/schedules/index.js';
 import { SonarClient } from '../../src/client/client.js';
 import type { ScheduleInfo } from '../../src/schedules/schedule-info.js';
-import { ApiClient } from '../../src/worker/api-client.js';
+import type { ApiClient } from '../../src/worker/api-client.js';
 import type { RequestOf } from '../../src/protocol.js';
 import { eventually } from '../helpers/eventually.js';
 import { recordingLogger } from '../helpers/recording-logger.js';
 import { serverPerFile } from '../helpers/server-per-file.js';
-import { startBackend } from '../helpers/test-backend.js';
+import { startScheduleBackend } from '../helpers/schedule-backend.js';
 import type { TestBackend } from '../helpers/test-backend.js';
 
 /**
@@ -29,23 +27,11 @@ const MAX_OPEN = 200;
 const template = { steps: [{ id: 's1', tags: ['nowhere'], tasks: [{ id: 't1' }] }] };
 
 beforeAll(async () => {
-  tb = await startBackend({
-    url: nats.server.url,
-    nc: nats.nc,
-    env: {
-      SONAR_TICK: '200ms',
-      SONAR_LOCK_TTL: '2s',
-      SONAR_MAX_OPEN_TASKS: String(MAX_OPEN),
-      SONAR_MAX_INPUT: '1KiB',
-    },
-    components: [reconcilerLoop(), scheduleFirer({ checkMs: 100 })],
-    log,
-  });
-  api = new ApiClient(nats.nc, tb.ctx.names);
+  ({ tb, api } = await startScheduleBackend(nats, log, {
+    SONAR_MAX_OPEN_TASKS: String(MAX_OPEN),
+    SONAR_MAX_INPUT: '1KiB',
+  }));
   client = new SonarClient(nats.nc, { prefix: tb.ctx.names.prefix });
-  await eventually(() => tb.ctx.loop.projection.leader?.nodeId === tb.ctx.nodeId, {
-    message: 'the backend leads',
-  });
 });
 afterAll(async () => {
   await tb?.stop();

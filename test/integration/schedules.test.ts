@@ -1,16 +1,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ScheduleFired } from '../../actors/schedule/schedule.events.js';
 import { scheduledRunId } from '../../actors/schedule/schedule-run-ids.js';
-import { reconcilerLoop } from '../../src/backend/reconciler/index.js';
-import { scheduleFirer } from '../../src/backend/schedules/index.js';
 import type { ScheduleInfo } from '../../src/schedules/schedule-info.js';
-import { ApiClient, isApiError } from '../../src/worker/api-client.js';
+import type { ApiClient } from '../../src/worker/api-client.js';
+import { isApiError } from '../../src/worker/api-client.js';
 import type { RequestOf } from '../../src/protocol.js';
 import { eventually } from '../helpers/eventually.js';
 import { recordingLogger } from '../helpers/recording-logger.js';
 import { serverPerFile } from '../helpers/server-per-file.js';
 import { runSonar } from '../helpers/sonar-process.js';
-import { startBackend } from '../helpers/test-backend.js';
+import { startScheduleBackend } from '../helpers/schedule-backend.js';
 import type { TestBackend } from '../helpers/test-backend.js';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -28,17 +27,7 @@ const { log, lines } = recordingLogger();
 const template = { steps: [{ id: 's1', tags: ['nowhere'], tasks: [{ id: 't1' }] }] };
 
 beforeAll(async () => {
-  tb = await startBackend({
-    url: nats.server.url,
-    nc: nats.nc,
-    env: { SONAR_TICK: '200ms', SONAR_LOCK_TTL: '2s' },
-    components: [reconcilerLoop(), scheduleFirer({ checkMs: 100 })],
-    log,
-  });
-  api = new ApiClient(nats.nc, tb.ctx.names);
-  await eventually(() => tb.ctx.loop.projection.leader?.nodeId === tb.ctx.nodeId, {
-    message: 'the backend leads',
-  });
+  ({ tb, api } = await startScheduleBackend(nats, log));
 });
 afterAll(async () => {
   await tb?.stop();
