@@ -134,7 +134,7 @@ export function registerSchedule(program: Command): void {
       )
       .option(
         '--missed-after <duration>',
-        'a due time not fired this long after it came is missed (default: 60s)',
+        'a due time not fired this long after it came is missed (default: 60s, at most 1d)',
       ),
   ).action(async (name: string, flags: CreateFlags) => {
     if ((flags.cron === undefined) === (flags.every === undefined)) {
