@@ -15,6 +15,7 @@ import { initialTaskContext, taskMachine } from './task/task.machine.js';
 import type { TaskContext, TaskState } from './task/task.machine.js';
 import type { TaskEvent } from './task/task.events.js';
 import { MAX_RATE_WINDOW_MS, RATE_HISTORY } from './reconciler/tag-rates.js';
+import { TimedTasks } from './timed-tasks.js';
 import { createTransitioner } from './transitioner.js';
 import type { ActionNames, Snap } from './transitioner.js';
 import { workerMachine } from './worker/worker.machine.js';
@@ -58,10 +59,16 @@ export interface StepIndex {
   returned: Set<string>;
   /** How many Pending tasks name each target tag (for starvation, without a walk). */
   pendingTags: Map<string, number>;
-  /** The `fresh` tasks with a priority of their own, in `TaskCreated` order: that priority. */
-  ranked: Map<string, number>;
-  /** The `fresh` tasks with a `notBefore`, in `TaskCreated` order: that time, ms. */
-  timed: Map<string, number>;
+  /**
+   * The `fresh` tasks without a `notBefore`, by their own priority (undefined: their step's),
+   * each in `TaskCreated` order: a tick reads the ones of a priority without passing over others.
+   */
+  lanes: Map<number | undefined, Set<string>>;
+  /**
+   * The `fresh` tasks with a `notBefore`, by priority and by time: a tick finds the due ones and
+   * counts the others without passing over those still to come.
+   */
+  timed: TimedTasks;
 }
 
 /**
@@ -537,8 +544,8 @@ function stepIndexOf(p: Projection, stepKey: string): StepIndex {
       fresh: new Set(),
       returned: new Set(),
       pendingTags: new Map(),
-      ranked: new Map(),
-      timed: new Map(),
+      lanes: new Map(),
+      timed: new TimedTasks(),
     };
     p.stepIndex.set(stepKey, index);
   }
@@ -556,10 +563,8 @@ function indexTaskMove(
   if (from !== null) index.counts[from]--;
   index.counts[to]++;
   if (from === 'Pending') {
-    if (index.fresh.delete(key)) {
-      index.ranked.delete(key);
-      index.timed.delete(key);
-    } else index.returned.delete(key);
+    if (index.fresh.delete(key)) unfileFresh(index, key, context.spec.priority);
+    else index.returned.delete(key);
     for (const tag of tags) {
       const n = (index.pendingTags.get(tag) ?? 1) - 1;
       if (n > 0) index.pendingTags.set(tag, n);
@@ -574,11 +579,28 @@ function indexTaskMove(
   }
 }
 
-/** Files a never-published Pending task; also how a restored snapshot rebuilds `ranked`/`timed`. */
+/**
+ * Files a never-published Pending task; also how a restored snapshot rebuilds `lanes` and
+ * `timed` from `fresh`, which it walks in creation order, the order both keep.
+ */
 export function indexFresh(index: StepIndex, key: string, context: TaskContext): void {
   index.fresh.add(key);
-  if (context.spec.priority !== undefined) index.ranked.set(key, context.spec.priority);
-  if (context.retryAt !== null) index.timed.set(key, Date.parse(context.retryAt));
+  const priority = context.spec.priority;
+  // A fresh task's retryAt is still its resolved notBefore: only an attempt changes it.
+  if (context.retryAt !== null) index.timed.add(key, priority, Date.parse(context.retryAt));
+  else {
+    const lane = index.lanes.get(priority);
+    if (lane) lane.add(key);
+    else index.lanes.set(priority, new Set([key]));
+  }
+}
+
+/** Takes a task that left `fresh` out of its lane, or out of `timed`. */
+function unfileFresh(index: StepIndex, key: string, priority: number | undefined): void {
+  const lane = index.lanes.get(priority);
+  if (lane?.delete(key)) {
+    if (lane.size === 0) index.lanes.delete(priority);
+  } else index.timed.delete(key, priority);
 }
 
 /**

@@ -38,6 +38,8 @@ const IN_FLIGHT = 10_000;
 const RUNNING = 8_000;
 const STEPS_PER_RUN = 10;
 const PENDING = [1_000, 10_000, 100_000];
+const PENDING_BIG = 100_000;
+const BIG_STEPS = 4;
 const REPEATS = 15;
 
 const tag = (i: number): string => `tag${String(i % TAGS).padStart(2, '0')}`;
@@ -65,31 +67,7 @@ function table(header: string[], rows: string[][]): void {
  * own notBefore), and one run in five held back whole by its steps' delay.
  */
 function planRows(placement: boolean, config: PlanConfig): string[][] {
-  const w = new World();
-  for (let i = 0; i < WORKERS; i++) w.worker(`w${i}`, workerTags(i), SLOTS);
-
-  // 10k tasks in flight, spread over every tag, on workers advertising their tag.
-  w.run(
-    'busy',
-    Array.from({ length: TAGS }, (_, s) => ({
-      id: `s${s}`,
-      tasks: IN_FLIGHT / TAGS,
-      tags: [tag(s)],
-    })),
-  );
-  let n = 0;
-  for (let s = 0; s < TAGS; s++) {
-    const workers = Array.from({ length: WORKERS }, (_, i) => i).filter((i) =>
-      workerTags(i).includes(tag(s)),
-    );
-    for (let i = 0; i < IN_FLIGHT / TAGS; i++, n++) {
-      const key = `busy.s${s}-${i}`;
-      if (n % 5 === 4) w.publish(key, tag(s));
-      else w.start(key, `w${workers[i % workers.length]!}`, tag(s));
-    }
-  }
-  if (w.p.tasksByState.Running.size !== RUNNING) throw new Error('bench setup: running count');
-
+  const w = busyWorld();
   const rows: string[][] = [];
   let pending = 0;
   let runs = 0;
@@ -118,37 +96,106 @@ function planRows(placement: boolean, config: PlanConfig): string[][] {
       runs++;
       pending += perStep * STEPS_PER_RUN;
     }
-    const planMs: number[] = [];
-    const progressMs: number[] = [];
-    let placed = 0;
-    let delayed = 0;
-    let limited = 0;
-    for (let r = 0; r < 3; r++) plan(w.p, live, now, config); // JIT warm-up, not measured
-    for (let r = 0; r < REPEATS; r++) {
-      const t0 = performance.now();
-      const d = plan(w.p, live, now, config);
-      const t1 = performance.now();
-      progress(w.p);
-      const t2 = performance.now();
-      planMs.push(t1 - t0);
-      progressMs.push(t2 - t1);
-      placed = d.publish.length;
-      delayed = Object.values(d.delayed ?? {}).reduce((a, b) => a + b, 0);
-      limited = Object.values(d.rateLimited ?? {}).filter((r) => r.left === 0).length;
-    }
-    rows.push([
-      String(w.p.tasksByState.Pending.size),
-      ...(placement ? [String(delayed)] : []),
-      String(w.p.tasksByState.Published.size + w.p.tasksByState.Running.size),
-      String(w.p.activeSteps.size),
-      String(placed),
-      ...(config.tagRates ? [String(limited)] : []),
-      median(planMs).toFixed(2),
-      Math.max(...planMs).toFixed(2),
-      median(progressMs).toFixed(2),
-    ]);
+    rows.push(timedRow(w, config, placement));
   }
   return rows;
+}
+
+/**
+ * The rows for big steps: `PENDING_BIG` Pending tasks in one step, then the same over
+ * `BIG_STEPS` steps, each step's tasks at three priorities (a third at 2, a third at 1, a third
+ * at their step's 0) and two fifths delayed: the first quarter in creation order (the worst case
+ * for a reader in creation order), and a fifth of the rest, scattered, with as many again due.
+ */
+function bigStepRows(config: PlanConfig): string[][] {
+  const rows: string[][] = [];
+  for (const steps of [1, BIG_STEPS]) {
+    const w = busyWorld();
+    const perStep = PENDING_BIG / steps;
+    w.run(
+      'big',
+      Array.from({ length: steps }, (_, s) => ({
+        id: `s${s}`,
+        tasks: perStep,
+        tags: [tag(s)],
+        taskOwn: (i: number) => ({
+          ...(i % 3 !== 2 && { priority: 2 - (i % 3) }),
+          ...(i < perStep / 4
+            ? { notBefore: at(3_600) }
+            : i % 5 === 1
+              ? { notBefore: at(600 + (i % 97)) }
+              : i % 5 === 2
+                ? { notBefore: at(30 - (i % 7)) }
+                : {}),
+        }),
+      })),
+      { time: T0 },
+    );
+    rows.push([String(steps), ...timedRow(w, config, true)]);
+  }
+  return rows;
+}
+
+/** 1,000 workers and 10k tasks in flight on them, spread over every tag. */
+function busyWorld(): World {
+  const w = new World();
+  for (let i = 0; i < WORKERS; i++) w.worker(`w${i}`, workerTags(i), SLOTS);
+
+  // 10k tasks in flight, spread over every tag, on workers advertising their tag.
+  w.run(
+    'busy',
+    Array.from({ length: TAGS }, (_, s) => ({
+      id: `s${s}`,
+      tasks: IN_FLIGHT / TAGS,
+      tags: [tag(s)],
+    })),
+  );
+  let n = 0;
+  for (let s = 0; s < TAGS; s++) {
+    const workers = Array.from({ length: WORKERS }, (_, i) => i).filter((i) =>
+      workerTags(i).includes(tag(s)),
+    );
+    for (let i = 0; i < IN_FLIGHT / TAGS; i++, n++) {
+      const key = `busy.s${s}-${i}`;
+      if (n % 5 === 4) w.publish(key, tag(s));
+      else w.start(key, `w${workers[i % workers.length]!}`, tag(s));
+    }
+  }
+  if (w.p.tasksByState.Running.size !== RUNNING) throw new Error('bench setup: running count');
+  return w;
+}
+
+/** One row: `plan()` and `progress()` timed on `w` as it stands (plan leaves it unchanged). */
+function timedRow(w: World, config: PlanConfig, placement: boolean): string[] {
+  const planMs: number[] = [];
+  const progressMs: number[] = [];
+  let placed = 0;
+  let delayed = 0;
+  let limited = 0;
+  for (let r = 0; r < 3; r++) plan(w.p, live, now, config); // JIT warm-up, not measured
+  for (let r = 0; r < REPEATS; r++) {
+    const t0 = performance.now();
+    const d = plan(w.p, live, now, config);
+    const t1 = performance.now();
+    progress(w.p);
+    const t2 = performance.now();
+    planMs.push(t1 - t0);
+    progressMs.push(t2 - t1);
+    placed = d.publish.length;
+    delayed = Object.values(d.delayed ?? {}).reduce((a, b) => a + b, 0);
+    limited = Object.values(d.rateLimited ?? {}).filter((r) => r.left === 0).length;
+  }
+  return [
+    String(w.p.tasksByState.Pending.size),
+    ...(placement ? [String(delayed)] : []),
+    String(w.p.tasksByState.Published.size + w.p.tasksByState.Running.size),
+    String(w.p.activeSteps.size),
+    String(placed),
+    ...(config.tagRates ? [String(limited)] : []),
+    median(planMs).toFixed(2),
+    Math.max(...planMs).toFixed(2),
+    median(progressMs).toFixed(2),
+  ];
 }
 
 const now = Date.parse(at(60));
@@ -172,17 +219,26 @@ const config = resolvePlanConfig();
 const COLUMNS = ['in flight', 'active steps', 'placed/tick', 'plan p50 ms', 'plan max ms'];
 
 console.log(`plan tick: ${WORKERS} workers over ${TAGS} tags (${SLOTS} slots each)`);
-table(['pending', ...COLUMNS, 'progress p50 ms'], planRows(false, config));
+// `--big`: only the big-step rows, for a quick look at them.
+const bigOnly = process.argv.includes('--big');
+if (!bigOnly) {
+  table(['pending', ...COLUMNS, 'progress p50 ms'], planRows(false, config));
+  console.log(
+    '\nwith priorities (-1 to 3, a tenth of tasks their own) and delays (a fifth, and whole runs)',
+  );
+  table(['pending', 'delayed', ...COLUMNS, 'progress p50 ms'], planRows(true, config));
+  console.log(
+    '\nwith priorities, delays and rate limits on 15 tags (5 x 1000/h, 5 x 20/s, 5 x 150/h)',
+  );
+  const rated = resolvePlanConfig({ tagRates: parseTagRates(RATES) });
+  const RATED_COLUMNS = [...COLUMNS.slice(0, 3), 'tags out of tokens', ...COLUMNS.slice(3)];
+  table(['pending', 'delayed', ...RATED_COLUMNS, 'progress p50 ms'], planRows(true, rated));
+}
 console.log(
-  '\nwith priorities (-1 to 3, a tenth of tasks their own) and delays (a fifth, and whole runs)',
+  `\n${PENDING_BIG / 1_000}k Pending in big steps: priorities 2, 1 and the step's 0 (a third each), ` +
+    'two fifths delayed (the first quarter of each step, and scattered), a tenth due',
 );
-table(['pending', 'delayed', ...COLUMNS, 'progress p50 ms'], planRows(true, config));
-console.log(
-  '\nwith priorities, delays and rate limits on 15 tags (5 x 1000/h, 5 x 20/s, 5 x 150/h)',
-);
-const rated = resolvePlanConfig({ tagRates: parseTagRates(RATES) });
-const RATED_COLUMNS = [...COLUMNS.slice(0, 3), 'tags out of tokens', ...COLUMNS.slice(3)];
-table(['pending', 'delayed', ...RATED_COLUMNS, 'progress p50 ms'], planRows(true, rated));
+table(['steps', 'pending', 'delayed', ...COLUMNS, 'progress p50 ms'], bigStepRows(config));
 
 /** Submit-to-start on an idle fleet: one backend, one worker, runs submitted one by one. */
 async function submitToStart(): Promise<number[]> {
@@ -231,18 +287,20 @@ async function submitToStart(): Promise<number[]> {
   return latencies;
 }
 
-const latencies = await submitToStart();
-console.log(
-  `\nsubmit-to-start on an idle fleet (1 backend, 1 worker, ${LATENCY_RUNS} runs, server time)`,
-);
-table(
-  ['runs', 'p50 ms', 'p99 ms', 'max ms'],
-  [
+if (!bigOnly) {
+  const latencies = await submitToStart();
+  console.log(
+    `\nsubmit-to-start on an idle fleet (1 backend, 1 worker, ${LATENCY_RUNS} runs, server time)`,
+  );
+  table(
+    ['runs', 'p50 ms', 'p99 ms', 'max ms'],
     [
-      String(latencies.length),
-      String(quantile(latencies, 0.5)),
-      String(quantile(latencies, 0.99)),
-      String(Math.max(...latencies)),
+      [
+        String(latencies.length),
+        String(quantile(latencies, 0.5)),
+        String(quantile(latencies, 0.99)),
+        String(Math.max(...latencies)),
+      ],
     ],
-  ],
-);
+  );
+}

@@ -9,14 +9,12 @@ export function isStepHeld(p: Projection, stepKey: string, now: number): boolean
 /**
  * A step's delayed tasks at `now`: Pending and not to be placed before a `notBefore` (their
  * own, or their step's) still to come. A task waiting out a retry backoff is not counted: it
- * has run, and `retryAt` says when it runs again. Reads the step's `timed` index, never its
- * tasks.
+ * has run, and `retryAt` says when it runs again. Counts by position in the step's `timed`
+ * index, never walking its tasks.
  */
 export function delayedTasks(p: Projection, stepKey: string, now: number): number {
   const index = p.stepIndex.get(stepKey);
   if (!index) return 0;
   if (isStepHeld(p, stepKey, now)) return index.counts.Pending;
-  let n = 0;
-  for (const at of index.timed.values()) if (at > now) n++;
-  return n;
+  return index.timed.notYetDue(now);
 }

@@ -1,70 +1,65 @@
 import type { StepIndex } from '../projection.js';
 
-/** Which of a step's Pending tasks a reader takes (priority-order.ts makes one per priority). */
-export interface PendingLane {
-  /** Never-published tasks to read in place of the step's `fresh`, in creation order. */
-  fresh?: Iterable<string>;
-  /** Never-published tasks to pass over (of another priority, or with a notBefore to come). */
-  skip?: (key: string) => boolean;
-  /** Tasks back from an attempt to read in place of all of them (requeued in this tick too). */
-  back?: readonly string[];
-}
-
 /**
- * A step's Pending tasks in creation (`TaskCreated`) order, read one at a time, so that a tick
- * reads only as far as it places. Never-published tasks come from `fresh`, whose insertion
- * order already is the creation order; tasks back from an attempt (the few in `returned`, plus
- * those requeued in this very tick) are sorted by creation order and merged in.
+ * Some of a step's Pending tasks in creation (`TaskCreated`) order, read one at a time, so that
+ * a tick reads only as far as it places. It merges sources that are each already in creation
+ * order (a priority's lane of never-published tasks, its due timed tasks) with the tasks back
+ * from an attempt (the few in `returned`, plus those requeued in this very tick), which are
+ * sorted by creation order first. Keys are told apart by the step's `order`, so no two tie.
  */
 export class PendingOrder {
-  private readonly fresh: Iterator<string>;
-  private readonly skip: ((key: string) => boolean) | undefined;
-  private freshHead: string | undefined;
-  private readonly back: string[];
-  private backAt = 0;
+  private readonly sources: Iterator<string>[] = [];
+  private readonly heads: string[] = [];
+  private readonly ranks: number[] = [];
 
   constructor(
     private readonly index: StepIndex,
-    requeuedNow: readonly string[] = [],
-    lane: PendingLane = {},
+    fresh: readonly Iterable<string>[],
+    back: readonly string[] = [],
   ) {
-    this.fresh = (lane.fresh ?? index.fresh)[Symbol.iterator]();
-    this.skip = lane.skip;
-    this.freshHead = this.pull();
-    const back =
-      lane.back !== undefined
-        ? [...lane.back]
-        : requeuedNow.length === 0
-          ? [...index.returned]
-          : [...index.returned, ...requeuedNow];
-    this.back = back.sort((a, b) => this.orderOf(a) - this.orderOf(b));
+    const sortedBack =
+      back.length === 0 ? back : [...back].sort((a, b) => this.orderOf(a) - this.orderOf(b));
+    for (const source of [sortedBack, ...fresh]) this.open(source[Symbol.iterator]());
   }
 
   /** The task `next()` would give, without taking it. */
   peek(): string | undefined {
-    const b = this.back[this.backAt];
-    const f = this.freshHead;
-    return b !== undefined && (f === undefined || this.orderOf(b) < this.orderOf(f)) ? b : f;
+    const s = this.first();
+    return s === -1 ? undefined : this.heads[s];
   }
 
   /** The next Pending task key, or undefined when there is none left. */
   next(): string | undefined {
-    const b = this.back[this.backAt];
-    const f = this.freshHead;
-    if (b !== undefined && (f === undefined || this.orderOf(b) < this.orderOf(f))) {
-      this.backAt++;
-      return b;
+    const s = this.first();
+    if (s === -1) return undefined;
+    const key = this.heads[s];
+    const r = this.sources[s]!.next();
+    if (r.done) {
+      this.sources.splice(s, 1);
+      this.heads.splice(s, 1);
+      this.ranks.splice(s, 1);
+    } else {
+      this.heads[s] = r.value;
+      this.ranks[s] = this.orderOf(r.value);
     }
-    if (f !== undefined) this.freshHead = this.pull();
-    return f;
+    return key;
   }
 
-  private pull(): string | undefined {
-    for (;;) {
-      const r = this.fresh.next();
-      if (r.done) return undefined;
-      if (this.skip === undefined || !this.skip(r.value)) return r.value;
+  private open(source: Iterator<string>): void {
+    const r = source.next();
+    if (r.done) return;
+    this.sources.push(source);
+    this.heads.push(r.value);
+    this.ranks.push(this.orderOf(r.value));
+  }
+
+  /** The source whose head comes first (a handful of sources at most: a linear pick). */
+  private first(): number {
+    let best = -1;
+    for (let s = 0; s < this.ranks.length; s++) {
+      if (best === -1 || this.ranks[s]! < this.ranks[best]!) best = s;
     }
+    return best;
   }
 
   private orderOf(key: string): number {

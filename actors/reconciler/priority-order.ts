@@ -2,7 +2,6 @@ import type { Projection } from '../projection.js';
 import type { ReadyStep } from './capacity.js';
 import { isStepHeld } from './delays.js';
 import { PendingOrder } from './pending-order.js';
-import type { PendingLane } from './pending-order.js';
 
 /** One step's due Pending tasks of one priority, in creation order. */
 export interface Lane {
@@ -30,8 +29,9 @@ export interface Level {
  * priority. `agingMs` 0 turns aging off (strict priorities).
  *
  * Tasks not yet due (a notBefore or retryAt still to come, or their step's notBefore) are in
- * no lane. Cost: one pass over a step's tasks back from an attempt, and over its tasks with a
- * priority of their own, when it has any; the rest is read only as far as placement goes.
+ * no lane. Cost: one pass over a step's tasks back from an attempt (few), and a lookup per
+ * priority it holds tasks of; the rest is read only as far as placement goes, a due task with a
+ * notBefore at a walk down its priority's tree (actors/timed-tasks.ts).
  */
 export function placementLevels(
   p: Projection,
@@ -76,14 +76,15 @@ const timeOf = (iso: string | null, otherwise: number): number =>
   iso === null ? otherwise : Date.parse(iso);
 
 /**
- * A step's readers by priority. Most steps have one: every task at the step's priority, none
- * with a notBefore of its own. Otherwise the step's own reader passes over the tasks another
- * reader takes, and every reader passes over tasks whose notBefore is still to come.
+ * A step's readers by priority. Each merges, in creation order, what the step's index keeps
+ * apart: its never-published tasks of that priority (with their own, or none when it is the
+ * step's), the due ones of those with a notBefore, and its tasks back from an attempt. Tasks
+ * whose notBefore is still to come are never read.
  */
 function lanesOf(p: Projection, s: ReadyStep, now: number): [number, PendingOrder][] {
   if (isStepHeld(p, s.key, now)) return [];
   const own = p.steps.get(s.key)!.snapshot.context.priority;
-  const { ranked, timed } = s.index;
+  const { lanes, timed } = s.index;
   const backs = new Map<number, string[]>();
   for (const key of s.index.returned.size + s.requeuedNow.length === 0
     ? []
@@ -95,33 +96,18 @@ function lanesOf(p: Projection, s: ReadyStep, now: number): [number, PendingOrde
     if (list) list.push(key);
     else backs.set(priority, [key]);
   }
-  const notYet = (key: string): boolean => {
-    const at = timed.get(key);
-    return at !== undefined && at > now;
+  const fresh = new Map<number, Iterable<string>[]>();
+  const addFresh = (priority: number | undefined, source: Iterable<string>): void => {
+    const list = fresh.get(priority ?? own);
+    if (list) list.push(source);
+    else fresh.set(priority ?? own, [source]);
   };
-  const freshOf = new Map<number, string[]>();
-  for (const [key, priority] of ranked) {
-    if (priority === own) continue;
-    const list = freshOf.get(priority);
-    if (list) list.push(key);
-    else freshOf.set(priority, [key]);
-  }
-  const ownLane: PendingLane = { back: backs.get(own) ?? [] };
-  if (freshOf.size > 0 || timed.size > 0) {
-    ownLane.skip = (key) => {
-      const priority = ranked.get(key);
-      return (priority !== undefined && priority !== own) || notYet(key);
-    };
-  }
-  const out: [number, PendingOrder][] = [[own, new PendingOrder(s.index, [], ownLane)]];
-  for (const priority of new Set([...freshOf.keys(), ...backs.keys()])) {
-    if (priority === own) continue;
-    const lane: PendingLane = {
-      fresh: freshOf.get(priority) ?? [],
-      back: backs.get(priority) ?? [],
-      ...(timed.size > 0 && { skip: notYet }),
-    };
-    out.push([priority, new PendingOrder(s.index, [], lane)]);
+  for (const [priority, lane] of lanes) addFresh(priority, lane);
+  for (const priority of timed.priorities()) addFresh(priority, timed.due(priority, now));
+  const out: [number, PendingOrder][] = [];
+  for (const priority of new Set([own, ...fresh.keys(), ...backs.keys()])) {
+    const order = new PendingOrder(s.index, fresh.get(priority) ?? [], backs.get(priority));
+    out.push([priority, order]);
   }
   return out;
 }

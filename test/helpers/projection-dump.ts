@@ -22,8 +22,11 @@ export function dumpProjection(p: Projection) {
         fresh: [...i.fresh],
         returned: [...i.returned],
         pendingTags: [...i.pendingTags],
-        ranked: [...i.ranked],
-        timed: [...i.timed],
+        // Lanes by priority, not by when each was first filed: that differs after a restore.
+        lanes: [...i.lanes]
+          .sort(([a], [b]) => (a ?? -Infinity) - (b ?? -Infinity))
+          .map(([priority, keys]) => [priority, [...keys]]),
+        timed: i.timed.entries(),
       },
     ]),
     activeSteps: [...p.activeSteps],

@@ -8,6 +8,7 @@ import type {
   StepIndex,
 } from '../../../actors/projection.js';
 import type { TaskState } from '../../../actors/task/task.machine.js';
+import { TimedTasks } from '../../../actors/timed-tasks.js';
 import type { Snap } from '../../../actors/transitioner.js';
 
 /**
@@ -33,8 +34,8 @@ import type { Snap } from '../../../actors/transitioner.js';
  *   rate limit counts. A snapshot of an older format has none; its buckets start full.
  *
  * `workersInService` is not written: it is the workers whose snapshot is active, in the
- * workers' order, and is rebuilt from their rows. Nor are a stepIndex's `ranked` and `timed`:
- * they are its `fresh` tasks with a priority or a time of their own, rebuilt from their rows.
+ * workers' order, and is rebuilt from their rows. Nor are a stepIndex's `lanes` and `timed`:
+ * they are its `fresh` tasks filed by priority and time, rebuilt from their rows.
  *
  * Sets and Maps are written as arrays in iteration order, which the reconciler relies on
  * (creation order of steps and tasks), so a restored projection iterates exactly like a
@@ -322,7 +323,7 @@ export class SnapshotDecoder {
       for (const key of index.fresh) {
         const context = p.tasks.get(key)?.snapshot.context;
         if (!context) throw corrupt(`fresh task ${key} has no row`);
-        indexFresh(index, key, context); // already in `fresh`: only ranked and timed change
+        indexFresh(index, key, context); // already in `fresh`: only lanes and timed change
       }
     }
     p.lastSeq = h.lastSeq;
@@ -391,8 +392,8 @@ export class SnapshotDecoder {
             fresh: new Set(d),
             returned: new Set(e),
             pendingTags: new Map(entriesOf(f, isNumber)),
-            ranked: new Map(),
-            timed: new Map(),
+            lanes: new Map(),
+            timed: new TimedTasks(),
           });
           return;
         }
@@ -414,8 +415,8 @@ export class SnapshotDecoder {
           fresh: new Set(e),
           returned: new Set(f),
           pendingTags: new Map(entriesOf(g, isNumber)),
-          ranked: new Map(),
-          timed: new Map(),
+          lanes: new Map(),
+          timed: new TimedTasks(),
         };
         p.stepIndex.set(a, index);
         return;
