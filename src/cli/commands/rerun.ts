@@ -5,7 +5,7 @@ import { withConnection } from '../context.js';
 import type { ConnectionFlags } from '../context.js';
 import { UsageError, writeOut } from '../../display/output.js';
 import { rerunFile } from '../rerun-file.js';
-import { readProjection } from './status.js';
+import { readProjection } from '../read-projection.js';
 
 interface RerunFlags extends ConnectionFlags {
   failed?: boolean;

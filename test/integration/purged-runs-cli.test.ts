@@ -1,0 +1,99 @@
+/**
+ * The read-only verbs once retention purged events (docs/operations.md, "Snapshots once
+ * events are purged"): a run purged but not yet expired lives only in the projection
+ * snapshot, so `sonar status` loads the snapshot as a backend's start does.
+ */
+import { Objm } from '@nats-io/obj';
+import { describe, expect, it } from 'vitest';
+import { writeSnapshot } from '../../src/backend/snapshots/snapshot.js';
+import { SNAPSHOT_OBJECT } from '../../src/backend/snapshots/snapshot.js';
+import type { StatusView } from '../../src/cli/status-view.js';
+import { silentLogger } from '../../src/log.js';
+import { finishedRun } from '../helpers/finished-run.js';
+import { serverPerFile } from '../helpers/server-per-file.js';
+import { runSonar } from '../helpers/sonar-process.js';
+import { sweepWorldsPerTest } from '../helpers/sweep-world.js';
+import type { TestBackend } from '../helpers/test-backend.js';
+
+const nats = serverPerFile();
+const world = sweepWorldsPerTest(nats);
+
+const sonar = (w: TestBackend, ...args: string[]) =>
+  runSonar(args[0]!, [...args, '--server', nats.server.url, '--prefix', w.ctx.names.prefix], {});
+
+async function status(w: TestBackend, ...args: string[]): Promise<StatusView> {
+  const out = await sonar(w, 'status', '--json', ...args);
+  expect(out.code, out.stderr).toBe(0);
+  return JSON.parse(out.stdout) as StatusView;
+}
+
+/**
+ * What a retention pass cut short between the purge and `RunExpired` leaves (retention.ts,
+ * in that order): a snapshot holding the run, then its task, step and run subjects purged.
+ */
+async function purgeKeepingSnapshot(w: TestBackend, runId: string): Promise<void> {
+  const n = w.ctx.names;
+  const written = await writeSnapshot({
+    nc: nats.nc,
+    jsm: nats.jsm,
+    names: n,
+    loop: w.ctx.loop,
+    nodeId: 'test',
+    log: silentLogger,
+  });
+  expect(written).not.toBeNull();
+  for (const filter of [
+    n.subjects.task(runId, '*'),
+    n.subjects.step(runId, '*'),
+    n.subjects.run(runId),
+  ]) {
+    await nats.jsm.streams.purge(n.streams.events, { filter });
+  }
+}
+
+describe('a run purged by retention, not yet expired', () => {
+  it('still shows in status, one run and the overview, from the snapshot', async () => {
+    const w = await world();
+    await finishedRun(w, 'half', 3, { failed: 1 });
+    await finishedRun(w, 'whole', 2);
+    await purgeKeepingSnapshot(w, 'half');
+    // Written after the snapshot: folded from the stream on top of it.
+    await finishedRun(w, 'later', 1, { failed: 1 });
+
+    const one = await status(w, '--run', 'half');
+    expect(one.runs).toEqual({
+      half: {
+        state: 'Failed',
+        tasks: { Succeeded: 2, Failed: 1 },
+        steps: { s1: { state: 'Failed', starved: false, tasks: { Succeeded: 2, Failed: 1 } } },
+      },
+    });
+    const all = await status(w, '--all');
+    expect(Object.keys(all.runs).sort()).toEqual(['half', 'later', 'whole']);
+    expect(all.runs['whole']).toMatchObject({ state: 'Succeeded', tasks: { Succeeded: 2 } });
+    expect(all.runs['later']).toMatchObject({ state: 'Failed', tasks: { Failed: 1 } });
+
+    // The text view too, with nothing said on stderr: the snapshot was usable.
+    const text = await sonar(w, 'status', '--run', 'half');
+    expect(text.code, text.stderr).toBe(0);
+    expect(text.stdout).toMatch(/half\s+Failed/);
+    expect(text.stderr).not.toContain('sonar:');
+  });
+
+  it('with the snapshot gone, status says on stderr that purged runs are missing', async () => {
+    const w = await world();
+    await finishedRun(w, 'half', 2);
+    await finishedRun(w, 'whole', 1);
+    await purgeKeepingSnapshot(w, 'half');
+    const os = await new Objm(nats.nc).open(w.ctx.names.objectStores.snapshots);
+    await os.delete(SNAPSHOT_OBJECT);
+
+    const out = await sonar(w, 'status', '--all', '--json');
+    expect(out.code, out.stderr).toBe(0);
+    expect(Object.keys((JSON.parse(out.stdout) as StatusView).runs)).toEqual(['whole']);
+    expect(out.stderr).toContain(
+      `sonar: warning: the projection snapshot is unusable (none stored) while ${2 + 4 * 2 + 2 + 2} events were purged`,
+    );
+    expect(out.stderr).toContain('runs purged but not yet expired are missing');
+  });
+});
