@@ -1,7 +1,8 @@
 /**
  * The read-only verbs once retention purged events (docs/operations.md, "Snapshots once
  * events are purged"): a run purged but not yet expired lives only in the projection
- * snapshot, so `sonar status` loads the snapshot as a backend's start does.
+ * snapshot, so `sonar status` loads the snapshot as a backend's start does, and `sonar export`
+ * says what it cannot export.
  */
 import { Objm } from '@nats-io/obj';
 import { describe, expect, it } from 'vitest';
@@ -51,6 +52,12 @@ async function purgeKeepingSnapshot(w: TestBackend, runId: string): Promise<void
   }
 }
 
+/**
+ * The events of a 3-task run whose last task failed: its step, tasks and run created, 4 per
+ * succeeded task, 3 for the failed one, then StepFailed and RunFailed.
+ */
+const HALF_EVENTS = 3 + 4 * 2 + 3 + 4;
+
 describe('a run purged by retention, not yet expired', () => {
   it('still shows in status, one run and the overview, from the snapshot', async () => {
     const w = await world();
@@ -95,5 +102,22 @@ describe('a run purged by retention, not yet expired', () => {
       `sonar: warning: the projection snapshot is unusable (none stored) while ${2 + 4 * 2 + 2 + 2} events were purged`,
     );
     expect(out.stderr).toContain('runs purged but not yet expired are missing');
+  });
+  it('export says once on stderr how many events retention purged; stdout is the stream', async () => {
+    const w = await world();
+    await finishedRun(w, 'half', 3, { failed: 1 });
+    await finishedRun(w, 'whole', 2);
+    await purgeKeepingSnapshot(w, 'half');
+
+    const out = await sonar(w, 'export');
+    expect(out.code, out.stderr).toBe(0);
+    const lines = out.stdout.trim().split('\n');
+    const stored = (await nats.jsm.streams.info(w.ctx.names.streams.events)).state.messages;
+    expect(lines).toHaveLength(stored);
+    expect(out.stdout).not.toContain('.half');
+    const notes = out.stderr.split('\n').filter((l) => l.startsWith('sonar:'));
+    expect(notes).toEqual([
+      `sonar: note: ${HALF_EVENTS} events were purged from ${w.ctx.names.streams.events} by retention (SONAR_RETENTION) and are not in this export`,
+    ]);
   });
 });

@@ -2,9 +2,10 @@
 export {
   isSnapshotLossError,
   loadSnapshot,
+  purgedEvents,
   snapshotFingerprint,
   storedSnapshot,
   writeSnapshot,
 } from './snapshot.js';
-export type { LoadedSnapshot, SnapshotLossError } from './snapshot.js';
+export type { LoadedSnapshot, PurgedEvents, SnapshotLossError } from './snapshot.js';
 export { snapshotter } from './snapshotter.js';
