@@ -23,7 +23,16 @@ export async function readSnapshot(
   try {
     return await loadSnapshot({ nc: ctx.nc, jsm, names: ctx.names, log: silentLogger });
   } catch (err: unknown) {
-    if (!isSnapshotLossError(err)) throw err;
+    if (!isSnapshotLossError(err)) {
+      // A credential made before readers could read the snapshot (or a store being rewritten):
+      // the stream alone still gives every run it holds.
+      process.stderr.write(
+        `sonar: warning: could not read the projection snapshot (${err instanceof Error ? err.message : String(err)}): ` +
+          'folding the event stream alone, so runs whose events retention purged are missing; ' +
+          'a credential made by an older `sonar creds init` lacks this read\n',
+      );
+      return null;
+    }
     process.stderr.write(
       `sonar: warning: the projection snapshot is unusable (${err.why}) while ` +
         `${err.purged.count} events were purged from ${ctx.names.streams.events} by retention: ` +

@@ -1,13 +1,18 @@
 /**
  * The read-only verbs once retention purged events (docs/operations.md, "Snapshots once
  * events are purged"): a run purged but not yet expired lives only in the projection
- * snapshot, so `sonar status` loads the snapshot as a backend's start does, and `sonar export`
- * says what it cannot export.
+ * snapshot, so `sonar status` loads the snapshot as a backend's start does, `sonar rerun`
+ * falls back to it, and `sonar export` says what it cannot export. `rerun` of a run still
+ * whole reads that run's events only.
  */
 import { Objm } from '@nats-io/obj';
 import { describe, expect, it } from 'vitest';
+import type { EventRecord } from '../../actors/projection.js';
+import { replayRecords } from '../../actors/replay.js';
 import { writeSnapshot } from '../../src/backend/snapshots/snapshot.js';
 import { SNAPSHOT_OBJECT } from '../../src/backend/snapshots/snapshot.js';
+import { readRun } from '../../src/cli/read-run.js';
+import { rerunFile } from '../../src/cli/rerun-file.js';
 import type { StatusView } from '../../src/cli/status-view.js';
 import { silentLogger } from '../../src/log.js';
 import { finishedRun } from '../helpers/finished-run.js';
@@ -103,6 +108,7 @@ describe('a run purged by retention, not yet expired', () => {
     );
     expect(out.stderr).toContain('runs purged but not yet expired are missing');
   });
+
   it('export says once on stderr how many events retention purged; stdout is the stream', async () => {
     const w = await world();
     await finishedRun(w, 'half', 3, { failed: 1 });
@@ -119,5 +125,53 @@ describe('a run purged by retention, not yet expired', () => {
     expect(notes).toEqual([
       `sonar: note: ${HALF_EVENTS} events were purged from ${w.ctx.names.streams.events} by retention (SONAR_RETENTION) and are not in this export`,
     ]);
+  });
+
+  it('rerun takes its tasks from the snapshot, and submits', async () => {
+    const w = await world({ handlers: undefined });
+    await finishedRun(w, 'half', 3, { failed: 1 });
+    await purgeKeepingSnapshot(w, 'half');
+
+    const read = await readRun({ nc: nats.nc, names: w.ctx.names }, 'half');
+    expect(read).toMatchObject({ eventsRead: 0, fromSnapshot: true });
+
+    const dry = await sonar(w, 'rerun', 'half', '--failed', '--as', 'again', '--dry-run');
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(JSON.parse(dry.stdout)).toMatchObject({
+      runId: 'again',
+      steps: [{ id: 's1', tags: ['linux'], after: [], tasks: [{ id: 't2', maxAttempts: 1 }] }],
+    });
+    const done = await sonar(w, 'rerun', 'half', '--failed', '--as', 'again');
+    expect(done.code, done.stderr).toBe(0);
+    expect(done.stdout).toBe('submitted run again: 1 task(s) of half that did not succeed\n');
+    await w.ctx.loop.waitFor(await w.ctx.store.endSeq());
+    expect(w.ctx.loop.projection.tasks.get('again.t2')?.snapshot.context.spec.command).toEqual([
+      'false',
+    ]);
+  });
+});
+
+describe('rerun of a run still whole', () => {
+  it("reads the run's own events only, and builds the file a whole fold would", async () => {
+    const w = await world();
+    const n = w.ctx.names;
+    await finishedRun(w, 'before', 20);
+    await finishedRun(w, 'target', 3, { failed: 1 });
+    await finishedRun(w, 'after', 20);
+    // Another run whose id starts the same: its subjects must not match the target's filters.
+    await finishedRun(w, 'target2', 2, { failed: 1 });
+
+    const read = await readRun({ nc: nats.nc, names: n }, 'target');
+    expect(read.fromSnapshot).toBe(false);
+    expect(read.eventsRead).toBe(HALF_EVENTS);
+    expect([...read.projection.runs.keys()]).toEqual(['target']);
+
+    const all: EventRecord[] = [];
+    await w.ctx.store.replay((r) => void all.push(r));
+    expect(all.length).toBeGreaterThan(10 * HALF_EVENTS);
+    const whole = replayRecords(all).projection;
+    expect(rerunFile(read.projection, 'target', 'again')).toEqual(
+      rerunFile(whole, 'target', 'again'),
+    );
   });
 });
