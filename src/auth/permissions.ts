@@ -82,14 +82,16 @@ const kvStream = (bucket: string): string => `KV_${bucket}`;
 const objStream = (store: string): string => `OBJ_${store}`;
 
 /**
- * Reads of the event log, the registry and the leader lock (`status`, `tail`, `export`,
- * `workers`). Replaying a stream or listing KV keys needs an ephemeral consumer, hence
+ * Reads of the event log and its projection snapshot, the registry and the leader lock
+ * (`status`, `tail`, `export`, `workers`). The snapshot holds nothing the log did not: it is
+ * where the runs whose events retention purged still live, for `status` and `rerun`. Replaying a stream or listing KV keys needs an ephemeral consumer, hence
  * CONSUMER.CREATE and MSG.NEXT on those streams only; never CONSUMER.DELETE, which is an
  * ordinary subject that would let a reader delete the backend's durable consumers too
  * (ephemeral consumers go away by themselves once idle).
  */
 function readerPub(n: Names): string[] {
   const events = n.streams.events;
+  const snapshots = objStream(n.objectStores.snapshots);
   return [
     '$JS.API.INFO',
     '$JS.API.STREAM.INFO.*',
@@ -104,6 +106,9 @@ function readerPub(n: Names): string[] {
     `$JS.API.CONSUMER.CREATE.${events}`,
     `$JS.API.CONSUMER.CREATE.${events}.>`,
     `$JS.API.CONSUMER.MSG.NEXT.${events}.>`,
+    `$JS.API.STREAM.MSG.GET.${snapshots}`,
+    `$JS.API.DIRECT.GET.${snapshots}.>`,
+    `$JS.API.CONSUMER.CREATE.${snapshots}.>`,
     // flow-control replies of the push consumers that list KV keys
     '$JS.FC.>',
   ];

@@ -13,6 +13,7 @@ import type { StatusView } from '../../src/cli/status-view.js';
 import { workerHandlers } from '../../src/backend/api/handlers/worker-handlers.js';
 import { silentLogger } from '../../src/log.js';
 import { serverPerFile } from '../helpers/server-per-file.js';
+import { finishedRun } from '../helpers/finished-run.js';
 import { dumpProjection } from '../helpers/projection-dump.js';
 import { pulse, workersBucket } from '../helpers/reconciler-backend.js';
 import { runSonar } from '../helpers/sonar-process.js';
@@ -45,57 +46,6 @@ const snapshotNow = (w: TestBackend) =>
     nodeId: 'test',
     log: silentLogger,
   });
-
-const HASH = 'c'.repeat(64);
-const INPUT = { payload: 'x'.repeat(10_000) };
-
-/** A one-step run whose tasks (with a 10 KB input each) all succeed on worker `w1`. */
-async function finishedRun(w: TestBackend, runId: string, tasks: number): Promise<void> {
-  const n = w.ctx.names;
-  const ids = Array.from({ length: tasks }, (_, i) => `t${i}`);
-  await w.write(n.subjects.step(runId, 's1'), 'StepCreated', {
-    runId,
-    stepId: 's1',
-    tags: ['linux'],
-    after: [],
-    taskCount: tasks,
-  });
-  for (const taskId of ids) {
-    await w.write(n.subjects.task(runId, taskId), 'TaskCreated', {
-      runId,
-      stepId: 's1',
-      taskId,
-      tags: ['linux'],
-      input: INPUT,
-    });
-  }
-  await w.write(n.subjects.run(runId), 'RunSubmitted', {
-    runId,
-    stepIds: ['s1'],
-    taskCount: tasks,
-  });
-  for (const taskId of ids) {
-    const subject = n.subjects.task(runId, taskId);
-    const attemptId = `${runId}-${taskId}-a1`;
-    await w.write(subject, 'TaskPublished', {
-      attempt: 1,
-      attemptId,
-      tokenHash: HASH,
-      tag: 'linux',
-    });
-    await w.write(subject, 'TaskStarted', { attemptId, workerId: 'w1' });
-    await w.write(subject, 'TaskResultAccepted', {
-      attemptId,
-      workerId: 'w1',
-      outputRef: 'inline',
-      outputBytes: 2,
-      outputInline: 'e30=',
-    });
-    await w.write(subject, 'TaskFinalized', { attemptId, resultKey: `${runId}.${taskId}` });
-  }
-  await w.write(n.subjects.step(runId, 's1'), 'StepSucceeded', {});
-  await w.write(n.subjects.run(runId), 'RunSucceeded', {});
-}
 
 /** Every event the stream holds now, folded afresh (what `sonar status` and replay do). */
 async function freshReplay(w: TestBackend): Promise<Projection> {

@@ -1,3 +1,11 @@
 /** The snapshots component's entrance: what the rest of Sonar may use of it. */
-export { loadSnapshot, snapshotFingerprint, storedSnapshot, writeSnapshot } from './snapshot.js';
+export {
+  isSnapshotLossError,
+  loadSnapshot,
+  purgedEvents,
+  snapshotFingerprint,
+  storedSnapshot,
+  writeSnapshot,
+} from './snapshot.js';
+export type { LoadedSnapshot, PurgedEvents, SnapshotLossError } from './snapshot.js';
 export { snapshotter } from './snapshotter.js';

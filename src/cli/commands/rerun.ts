@@ -5,7 +5,7 @@ import { withConnection } from '../context.js';
 import type { ConnectionFlags } from '../context.js';
 import { UsageError, writeOut } from '../../display/output.js';
 import { rerunFile } from '../rerun-file.js';
-import { readProjection } from './status.js';
+import { readRun } from '../read-run.js';
 
 interface RerunFlags extends ConnectionFlags {
   failed?: boolean;
@@ -40,7 +40,8 @@ export function registerRerun(program: Command): void {
       if (!flags.failed)
         throw new UsageError('rerun needs --failed (the tasks that did not succeed)');
       await withConnection(flags, async (ctx) => {
-        const file = rerunFile(await readProjection(ctx), runId, flags.as!);
+        const { projection } = await readRun(ctx, runId);
+        const file = rerunFile(projection, runId, flags.as!);
         const count = file.steps.reduce((n, s) => n + s.tasks.length, 0);
         if (flags.dryRun) {
           await writeOut(`${JSON.stringify(file, null, 2)}\n`);

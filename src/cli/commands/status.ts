@@ -1,13 +1,13 @@
 import { Kvm } from '@nats-io/kv';
 import type { Command } from 'commander';
 import { assertId } from '../../../actors/ids.js';
-import { applyEvent, createProjection } from '../../../actors/projection.js';
 import type { Projection } from '../../../actors/projection.js';
 import { EventStore } from '../../../streams/event-store.js';
 import { RECONCILER_LOCK } from '../../backend/reconciler/index.js';
 import { planConfigOf } from '../../backend/reconciler/index.js';
 import { Registry } from '../../backend/reconciler/index.js';
 import { withConnection } from '../context.js';
+import { readProjection } from '../read-projection.js';
 import type { CliContext, ConnectionFlags } from '../context.js';
 import { isTty, paint, writeOut } from '../../display/output.js';
 import { shortDuration, stateCounts, stepState } from '../../display/run-progress.js';
@@ -23,15 +23,6 @@ interface StatusFlags extends ConnectionFlags {
   run?: string;
   all?: boolean;
   json?: boolean;
-}
-
-/** Folds the whole events stream in this process: the same fold the backend runs. */
-export async function readProjection(ctx: CliContext): Promise<Projection> {
-  const p = createProjection();
-  await new EventStore(ctx.nc, ctx.names).replay((r) => {
-    applyEvent(p, r);
-  });
-  return p;
 }
 
 async function lockHolder(ctx: CliContext): Promise<string | null> {
@@ -152,8 +143,8 @@ function eventsStoreText(s: NonNullable<StatusView['eventsStore']>, color: boole
 }
 
 /**
- * `sonar status [--run ID] [--all] [--json]`: replays the events stream in this
- * process, reads the registry, the leader lock and the finalize queue, and shows what the
+ * `sonar status [--run ID] [--all] [--json]`: folds the projection in this process as a
+ * backend's start does (the snapshot, then the events after it), reads the registry, the leader lock and the finalize queue, and shows what the
  * reconciler sees. Capacity and starvation come from the reconciler's own pure planner.
  */
 export function registerStatus(program: Command): void {
@@ -162,7 +153,7 @@ export function registerStatus(program: Command): void {
     .summary('show workers, capacity, runs, starved steps, queues and the leader')
     .description(
       "show live workers (tags, slots, active or draining, pulse age by the server's clock), capacity per tag and in all, tasks by state per run and step, starved steps, the finalize queue depth, the poisoned count and the reconciler leader. " +
-        "It folds the event log in this process, as a backend does, and computes capacity and starvation with the reconciler's own planner.",
+        "It folds the event log in this process, as a backend starting does (the projection snapshot, then the events after it, so runs whose events retention purged still show), and computes capacity and starvation with the reconciler's own planner.",
     )
     .option('--run <id>', 'only this run (any state)')
     .option('--all', 'every run, finished ones too (default: runs with open work)')
