@@ -9,13 +9,12 @@ import { Objm } from '@nats-io/obj';
 import { describe, expect, it } from 'vitest';
 import type { EventRecord } from '../../actors/projection.js';
 import { replayRecords } from '../../actors/replay.js';
-import { writeSnapshot } from '../../src/backend/snapshots/snapshot.js';
 import { SNAPSHOT_OBJECT } from '../../src/backend/snapshots/snapshot.js';
 import { readRun } from '../../src/cli/read-run.js';
 import { rerunFile } from '../../src/cli/rerun-file.js';
 import type { StatusView } from '../../src/cli/status-view.js';
-import { silentLogger } from '../../src/log.js';
 import { finishedRun } from '../helpers/finished-run.js';
+import { snapshotNow } from '../helpers/snapshot-now.js';
 import { serverPerFile } from '../helpers/server-per-file.js';
 import { runSonar } from '../helpers/sonar-process.js';
 import { sweepWorldsPerTest } from '../helpers/sweep-world.js';
@@ -39,14 +38,7 @@ async function status(w: TestBackend, ...args: string[]): Promise<StatusView> {
  */
 async function purgeKeepingSnapshot(w: TestBackend, runId: string): Promise<void> {
   const n = w.ctx.names;
-  const written = await writeSnapshot({
-    nc: nats.nc,
-    jsm: nats.jsm,
-    names: n,
-    loop: w.ctx.loop,
-    nodeId: 'test',
-    log: silentLogger,
-  });
+  const written = await snapshotNow(w);
   expect(written).not.toBeNull();
   for (const filter of [
     n.subjects.task(runId, '*'),

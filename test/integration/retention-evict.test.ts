@@ -8,11 +8,12 @@
 import { describe, expect, it } from 'vitest';
 import { replayRecords } from '../../actors/replay.js';
 import type { EventRecord, Projection } from '../../actors/projection.js';
-import { loadSnapshot, writeSnapshot } from '../../src/backend/snapshots/snapshot.js';
+import { loadSnapshot } from '../../src/backend/snapshots/snapshot.js';
 import type { StatusView } from '../../src/cli/status-view.js';
 import { workerHandlers } from '../../src/backend/api/handlers/worker-handlers.js';
 import { silentLogger } from '../../src/log.js';
 import { serverPerFile } from '../helpers/server-per-file.js';
+import { snapshotNow } from '../helpers/snapshot-now.js';
 import { finishedRun } from '../helpers/finished-run.js';
 import { dumpProjection } from '../helpers/projection-dump.js';
 import { pulse, workersBucket } from '../helpers/reconciler-backend.js';
@@ -35,17 +36,6 @@ const nats = serverPerFile();
 
 const sweepWorld = sweepWorldsPerTest(nats);
 const world = (prefix?: string): Promise<TestBackend> => sweepWorld({ prefix });
-
-/** Writes a snapshot of `w`'s projection now, as its snapshotter would. */
-const snapshotNow = (w: TestBackend) =>
-  writeSnapshot({
-    nc: nats.nc,
-    jsm: nats.jsm,
-    names: w.ctx.names,
-    loop: w.ctx.loop,
-    nodeId: 'test',
-    log: silentLogger,
-  });
 
 /** Every event the stream holds now, folded afresh (what `sonar status` and replay do). */
 async function freshReplay(w: TestBackend): Promise<Projection> {
