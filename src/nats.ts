@@ -27,16 +27,28 @@ export type ConnectionLife = 'long-lived' | 'one-shot';
 /** The dial wait during an outage; each dial adds up to the same again as random jitter. */
 export const RECONNECT_WAIT_MS = 1_000;
 
+/**
+ * How long one dial may take, from the socket to the server's first PONG. A refused port fails
+ * at once whatever this is; it bounds a server that accepts but answers late, as a loaded host
+ * does while many processes start together. A long-lived process would rather wait than exit
+ * (the server answers in the end); a one-shot verb answers a person, so it gives up sooner.
+ */
+export const DIAL_TIMEOUT_MS: Record<ConnectionLife, number> = {
+  'long-lived': 20_000,
+  'one-shot': 3_000,
+};
+
 /** The nats.js options for each {@link ConnectionLife}. */
 export function reconnectPolicy(life: ConnectionLife): Partial<ConnectionOptions> {
   return life === 'long-lived'
     ? {
+        timeout: DIAL_TIMEOUT_MS[life],
         maxReconnectAttempts: -1,
         reconnectTimeWait: RECONNECT_WAIT_MS,
         reconnectJitter: RECONNECT_WAIT_MS,
         reconnectJitterTLS: RECONNECT_WAIT_MS,
       }
-    : { reconnect: false };
+    : { timeout: DIAL_TIMEOUT_MS[life], reconnect: false };
 }
 
 /**
@@ -51,7 +63,6 @@ export async function connectNats(
   const { life = 'long-lived', ...rest } = extra;
   const opts: ConnectionOptions = {
     servers: settings.natsUrl.split(',').map((s) => s.trim()),
-    timeout: 3_000,
     name: 'sonar',
     // nats.js builds an Error with a captured stack for every request, to give async stack
     // traces on failure: a large share of the backend's CPU per publish on the submit path
