@@ -2,7 +2,7 @@ import { connect } from '@nats-io/transport-node';
 import type { ConnectionOptions, NatsConnection } from '@nats-io/transport-node';
 import { ErrorCode, SonarError } from '../actors/errors.js';
 import type { SonarConfig } from './config.js';
-import { coalesceWrites } from '../streams/nats-internals.js';
+import { coalesceWrites, skipSettledRequestErrors } from '../streams/nats-internals.js';
 import { readCreds } from './nats-creds.js';
 import { natsTlsOptions, tlsFailure } from './nats-tls.js';
 import type { NatsTlsSettings } from './nats-tls.js';
@@ -85,6 +85,7 @@ export async function connectNats(
   if (rest.inboxPrefix) opts.inboxPrefix = rest.inboxPrefix;
   const tls = await natsTlsOptions(settings);
   if (tls !== undefined) opts.tls = tls;
+  skipSettledRequestErrors();
   try {
     const nc = await connect(opts);
     coalesceWrites(nc);

@@ -1,3 +1,4 @@
+import { createRequire } from 'node:module';
 import type { Socket } from 'node:net';
 import type { NatsConnection } from '@nats-io/transport-node';
 import transportPackage from '@nats-io/transport-node/package.json' with { type: 'json' };
@@ -73,4 +74,64 @@ function patch(t: TransportLike): TransportLike {
     send(frame);
   };
   return t;
+}
+
+const settled = Symbol('sonar: request settled');
+
+/** The slice of nats-core's `RequestOne` (one request's pending answer) this module touches. */
+interface RequestOneLike {
+  resolver: (this: RequestOneLike, err: Error | null, msg: unknown) => void;
+  cancel: (this: RequestOneLike, err?: Error) => void;
+  timer?: { cancel(): void };
+  mux: { cancel(r: RequestOneLike): void };
+  [settled]?: boolean;
+}
+
+let settledRequestsPatched: boolean | null = null;
+
+/**
+ * Makes a request that got its answer (or its error) stop building an Error nobody sees.
+ *
+ * Why: nats.js ends every request through `cancel()`, which rejects the request's promise with
+ * a new `RequestError("cancelled")`, its stack captured. After the answer resolved that
+ * promise the rejection is a no-op, but the Error is still built, once per JetStream publish,
+ * KV put and API request: in the e2e bench profile (bench/e2e.ts --prof) it was the
+ * backend's largest JavaScript function by self time (docs/benchmarks.md). So a `cancel()`
+ * that comes after the resolver settled the promise does everything else it did (stop the
+ * timer, leave the request map) and skips the Error; any other `cancel()` is unchanged.
+ *
+ * The class is loaded as transport-node loads it, so that the copy patched is the one the
+ * connections use. It patches the class, for every connection of the process, once; when the
+ * internals do not look as expected it does nothing and returns false.
+ */
+export function skipSettledRequestErrors(): boolean {
+  if (settledRequestsPatched !== null) return settledRequestsPatched;
+  settledRequestsPatched = false;
+  let proto: RequestOneLike;
+  try {
+    const fromTransport = createRequire(
+      createRequire(import.meta.url).resolve('@nats-io/transport-node'),
+    );
+    const core = fromTransport('@nats-io/nats-core/internal') as {
+      RequestOne?: { prototype: RequestOneLike };
+    };
+    proto = core.RequestOne!.prototype;
+  } catch (_err: unknown) {
+    return false;
+  }
+  if (typeof proto.resolver !== 'function' || typeof proto.cancel !== 'function') return false;
+  const resolver = proto.resolver;
+  const cancel = proto.cancel;
+  proto.resolver = function (this: RequestOneLike, err, msg) {
+    // Its promise is settled by the time the resolver calls cancel().
+    this[settled] = true;
+    resolver.call(this, err, msg);
+  };
+  proto.cancel = function (this: RequestOneLike, err?: Error) {
+    if (err !== undefined || this[settled] !== true) return cancel.call(this, err);
+    this.timer?.cancel();
+    this.mux.cancel(this);
+  };
+  settledRequestsPatched = true;
+  return true;
 }

@@ -1,5 +1,14 @@
-import { INVALID_SPAN_CONTEXT, SpanStatusCode, context, trace } from '@opentelemetry/api';
+import {
+  INVALID_SPAN_CONTEXT,
+  ProxyTracerProvider,
+  ROOT_CONTEXT,
+  SpanStatusCode,
+  context,
+  createContextKey,
+  trace,
+} from '@opentelemetry/api';
 import type { Attributes, Context, Span, SpanKind } from '@opentelemetry/api';
+import { formatTraceparent, parseTraceparent } from './traceparent.js';
 
 /**
  * Sonar's tracer, from the global API only: a process that registered no tracer provider
@@ -8,6 +17,34 @@ import type { Attributes, Context, Span, SpanKind } from '@opentelemetry/api';
  * proxy, so a provider registered after this module loaded is used too.
  */
 export const tracer = trace.getTracer('sonar');
+
+/** The API's own no-op provider: what its proxy delegates to while nobody registered one. */
+const NOOP_TRACER_PROVIDER = new ProxyTracerProvider().getDelegate();
+const PROBE = ROOT_CONTEXT.setValue(createContextKey('sonar tracing probe'), true);
+
+/**
+ * Whether spans this process starts could be recorded (a tracer provider is registered) or
+ * the context they are active in could be seen (a context manager is registered). When
+ * neither is, {@link inSpan} has one effect only: its no-op span passes the parent's trace
+ * context on ({@link passedOn}). A component asks once, when it starts, and then skips the
+ * span, the context and the attributes of each request, which the no-op path still builds.
+ */
+export function tracingInUse(): boolean {
+  const provider = trace.getTracerProvider();
+  const registered =
+    !(provider instanceof ProxyTracerProvider) || provider.getDelegate() !== NOOP_TRACER_PROVIDER;
+  return registered || context.with(PROBE, () => context.active() === PROBE);
+}
+
+/**
+ * The `traceparent` a span started under `parent` (a `traceparent` value) would pass on when
+ * tracing is not in use: the API's no-op span carries its parent's span context, so it is the
+ * parent's own, as {@link formatTraceparent} writes it; undefined when it names no span.
+ */
+export function passedOn(parent: string | null | undefined): string | undefined {
+  if (parent === undefined || parent === null) return undefined;
+  return formatTraceparent(parseTraceparent(parent) ?? undefined);
+}
 
 /** What {@link inSpan} starts. */
 export interface SpanOptions {

@@ -17,9 +17,9 @@ import type { FeedSend } from './attempt-feed.js';
 import type { HandlerContext, ResolvedWorkerOptions } from './options.js';
 import { packOutput, toBytes } from './task-output.js';
 import { RequestBatcher } from './request-batcher.js';
-import { SpanKind } from '@opentelemetry/api';
+import { INVALID_SPAN_CONTEXT, SpanKind, trace } from '@opentelemetry/api';
 import type { Span } from '@opentelemetry/api';
-import { failSpan, inSpan } from '../tracing/tracer.js';
+import { failSpan, inSpan, passedOn, tracingInUse } from '../tracing/tracer.js';
 import { TRACEPARENT, contextFromTraceparent, traceparentOf } from '../tracing/traceparent.js';
 import type { ResultOutput } from './task-output.js';
 
@@ -34,6 +34,9 @@ interface RunningTask {
   /** The attempt span's, carried by every request about this attempt. */
   traceparent: string | undefined;
 }
+
+/** The span of an attempt while tracing is not in use: records nothing. */
+const UNTRACED: Span = trace.wrapSpanContext(INVALID_SPAN_CONTEXT);
 
 /** A dispatch message that cannot be started now goes back after this delay. */
 export const NAK_DELAY_MS = 1_000;
@@ -91,6 +94,8 @@ export class TaskExecution {
   private feedWarned = false;
   /** `start` and `result` requests made together travel in one message. */
   private readonly batcher: RequestBatcher;
+  /** Whether attempts get spans of their own (tracingInUse), settled when the worker starts. */
+  private readonly tracing = tracingInUse();
 
   constructor(private readonly parts: TaskExecutionParts) {
     this.batcher = new RequestBatcher(parts.api, parts.workerId);
@@ -182,6 +187,12 @@ export class TaskExecution {
       return;
     }
     const d = parsed.data;
+    const parent = m.headers?.get(TRACEPARENT);
+    if (!this.tracing) {
+      // What the no-op span would do: pass the dispatch's trace context on to the requests.
+      await this.attempt(m, d, UNTRACED, passedOn(parent));
+      return;
+    }
     // One span per attempt, from the pulled message to the report, the child of the
     // leader's dispatch span (the message's `traceparent` header); the handler runs in it,
     // so a user's own spans nest under the attempt.
@@ -189,7 +200,7 @@ export class TaskExecution {
       'attempt',
       {
         kind: SpanKind.CONSUMER,
-        parent: contextFromTraceparent(m.headers?.get(TRACEPARENT)),
+        parent: contextFromTraceparent(parent),
         attributes: {
           'sonar.run_id': d.runId,
           'sonar.step_id': d.stepId,

@@ -1,6 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { applyEvent, createProjection } from '../../actors/projection.js';
-import { formatTraceparent, parseTraceparent } from '../../src/tracing/traceparent.js';
+import { ROOT_CONTEXT, context, trace } from '@opentelemetry/api';
+import type { ContextManager, Tracer, TracerProvider } from '@opentelemetry/api';
+import {
+  contextFromTraceparent,
+  formatTraceparent,
+  parseTraceparent,
+  traceparentOf,
+} from '../../src/tracing/traceparent.js';
+import { inSpan, passedOn, tracingInUse } from '../../src/tracing/tracer.js';
 import { tracesExportersOf } from '../../src/tracing/sdk.js';
 
 const TP = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
@@ -34,6 +42,64 @@ describe('traceparent', () => {
     ['short', '00-0af7651916cd43dd-b7ad6b7169203331-01'],
   ])('refuses %s', (_what, value) => {
     expect(parseTraceparent(value)).toBeNull();
+  });
+});
+
+describe('tracing not in use', () => {
+  it.each([
+    ['absent', undefined],
+    ['null', null],
+    ['empty', ''],
+    ['version 00', TP],
+    ['a later version with flags 03 and more fields', `cc-${TP.slice(3, -3)}-03-what`],
+    ['padded', `  ${TP} `],
+    ['unsampled', `${TP.slice(0, -2)}00`],
+    ['version ff', `ff-${TP.slice(3)}`],
+    ['upper case', TP.toUpperCase()],
+    ['an all-zero trace id', '00-00000000000000000000000000000000-b7ad6b7169203331-01'],
+  ])('passedOn(%s) is what a no-op span started under it passes on', async (_what, value) => {
+    const viaSpan = await inSpan(
+      'x',
+      { kind: 0, parent: contextFromTraceparent(value) },
+      (_s, ctx) => Promise.resolve(traceparentOf(ctx)),
+    );
+    expect(passedOn(value)).toBe(viaSpan);
+  });
+
+  it('is so with no tracer provider and no context manager; either one puts it in use', () => {
+    expect(tracingInUse()).toBe(false);
+    const noopTracer = trace.getTracer('t');
+    const provider: TracerProvider = { getTracer: (): Tracer => noopTracer };
+    expect(trace.setGlobalTracerProvider(provider)).toBe(true);
+    try {
+      expect(tracingInUse()).toBe(true);
+    } finally {
+      trace.disable();
+    }
+    expect(tracingInUse()).toBe(false);
+    let active = ROOT_CONTEXT;
+    const manager: ContextManager = {
+      active: () => active,
+      with: (ctx, fn, thisArg, ...args) => {
+        const before = active;
+        active = ctx;
+        try {
+          return fn.call(thisArg, ...args);
+        } finally {
+          active = before;
+        }
+      },
+      bind: (_ctx, target) => target,
+      enable: () => manager,
+      disable: () => manager,
+    };
+    expect(context.setGlobalContextManager(manager)).toBe(true);
+    try {
+      expect(tracingInUse()).toBe(true);
+    } finally {
+      context.disable();
+    }
+    expect(tracingInUse()).toBe(false);
   });
 });
 

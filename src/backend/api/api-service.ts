@@ -17,7 +17,7 @@ import type { InflightLimits } from './inflight-budget.js';
 import type { ParsedRequestOf, Verb } from '../../protocol.js';
 import { SpanKind } from '@opentelemetry/api';
 import type { MsgHdrs } from '@nats-io/transport-node';
-import { inSpan } from '../../tracing/tracer.js';
+import { inSpan, passedOn, tracingInUse } from '../../tracing/tracer.js';
 import {
   BATCH_TRACEPARENT_PREFIX,
   TRACEPARENT,
@@ -118,6 +118,8 @@ export class ApiService {
   private readonly budget: InflightBudget;
   private busy = { refused: 0, loggedAt: -Infinity };
   private forged = { ignored: 0, loggedAt: -Infinity };
+  /** Whether requests get spans of their own (tracingInUse), settled at start. */
+  private tracing = true;
 
   constructor(
     private readonly nc: NatsConnection,
@@ -133,6 +135,7 @@ export class ApiService {
   start(): void {
     if (this.sub) return;
     this.stopping.assertIdle();
+    this.tracing = tracingInUse();
     const prefix = this.names.subjects.api('');
     this.sub = this.nc.subscribe(this.names.subjects.apiAll, {
       queue: API_QUEUE,
@@ -286,7 +289,8 @@ export class ApiService {
   /**
    * Handles one request in its own server span, the child of the `traceparent` it carried
    * (else the root of a trace of its own). With no tracer provider the span is the API's
-   * no-op one, which passes an incoming trace context on unchanged.
+   * no-op one, which passes an incoming trace context on unchanged; with tracing not in use
+   * at all, that is all this does, without the span.
    */
   private traced(
     verb: Verb,
@@ -295,6 +299,10 @@ export class ApiService {
     call: ApiCall,
     fn: (call: ApiCall) => Promise<unknown>,
   ): Promise<unknown> {
+    if (!this.tracing) {
+      const tp = passedOn(traceparent);
+      return fn(tp === undefined ? call : { ...call, traceparent: tp });
+    }
     return inSpan(
       `api ${verb}`,
       {

@@ -15,7 +15,7 @@ import {
 } from './finalize-backoff.js';
 import { FailureLog } from './failure-log.js';
 import { SpanKind, trace } from '@opentelemetry/api';
-import { failSpan, inSpan } from '../../tracing/tracer.js';
+import { failSpan, inSpan, tracingInUse } from '../../tracing/tracer.js';
 import { TRACEPARENT, contextFromTraceparent } from '../../tracing/traceparent.js';
 import { isPermanentFinalizeError, parseJob, runFinalizeJob } from './finalize-job.js';
 import { reportStage } from '../task-stage-timing.js';
@@ -161,6 +161,8 @@ export class FinalizerPool implements Component {
   private renewMs = 10_000;
   private maxDeliver = -1;
   private readonly stopping = new StragglerGuard('finalizer');
+  /** Whether jobs get spans of their own (tracingInUse), settled at start. */
+  private tracing = true;
 
   constructor(
     private readonly ctx: BackendContext,
@@ -174,6 +176,7 @@ export class FinalizerPool implements Component {
   async start(): Promise<void> {
     // A lane left in a slow sink write by a bounded stop still holds (and renews) its job.
     this.stopping.assertIdle();
+    this.tracing = tracingInUse();
     const { ctx, opts } = this;
     const sink = this.userOpts.sink ?? ctx.results;
     this.halt = new AbortController();
@@ -259,6 +262,8 @@ export class FinalizerPool implements Component {
       await this.dropUnreadable(msg);
       return;
     }
+    // Not in use: the span would be a no-op one, active in a context nobody can read.
+    if (!this.tracing) return this.handleJob(msg, job);
     // The job's header names the `result` request's span; a job enqueued without one (by an
     // older backend) joins the run's trace, if it has one.
     const traceparent =
