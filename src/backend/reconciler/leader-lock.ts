@@ -1,5 +1,6 @@
 import { isWrongLastSequence } from '../../../streams/errors.js';
 import type { KV } from '@nats-io/kv';
+import type { ClockSample } from './server-clock.js';
 
 /** The key of the reconciler's lock in `sonar_locks` (DESIGN.md section 2). */
 export const RECONCILER_LOCK = 'reconciler';
@@ -33,8 +34,8 @@ export interface LockTurn {
   leader: boolean;
   /** We did not hold it before this turn: a new term starts. */
   elected: boolean;
-  /** Server time of our write minus the local midpoint of its round trip (a clock sample). */
-  serverOffsetMs: number | null;
+  /** The server's time of our write against the local midpoint of its round trip. */
+  clock: ClockSample | null;
 }
 
 /**
@@ -85,13 +86,15 @@ export class LeaderLock {
       // Someone else holds it (or took it over after our lease ran out): follow.
       if (isWrongLastSequence(err)) this.revision = null;
       // Any other failure (timeout, disconnect) leaves the lease to run out on its own clock.
-      return { leader: this.isLeader(), elected: false, serverOffsetMs: null };
+      return { leader: this.isLeader(), elected: false, clock: null };
     }
     this.renewedAt = sentAt;
+    const roundTripMs = this.monotonic() - sentAt;
+    const wallAckedAt = this.wall();
     return {
       leader: true,
       elected: !held,
-      serverOffsetMs: await this.clockSample(wallSentAt, this.wall()),
+      clock: await this.clockSample(wallSentAt, wallAckedAt, roundTripMs),
     };
   }
 
@@ -111,11 +114,15 @@ export class LeaderLock {
   }
 
   /** The lock entry's server timestamp against the local midpoint of the write's round trip. */
-  private async clockSample(sentAt: number, ackedAt: number): Promise<number | null> {
+  private async clockSample(
+    sentAt: number,
+    ackedAt: number,
+    roundTripMs: number,
+  ): Promise<ClockSample | null> {
     try {
       const e = await this.opts.kv.get(this.key);
       if (!e || e.revision !== this.revision) return null;
-      return e.created.getTime() - (sentAt + ackedAt) / 2;
+      return { offsetMs: e.created.getTime() - (sentAt + ackedAt) / 2, roundTripMs };
     } catch (_err: unknown) {
       return null;
     }

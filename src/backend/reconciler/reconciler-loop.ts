@@ -12,6 +12,7 @@ import { DecisionWriter } from '../projection/index.js';
 import { dispatchTask } from './dispatch.js';
 import { LeaderLock } from './leader-lock.js';
 import { ReconcilePass } from './reconcile-pass.js';
+import { ServerClock } from './server-clock.js';
 import { StragglerGuard } from '../straggler-guard.js';
 import type { Dispatch, PassSummary } from './reconcile-pass.js';
 
@@ -87,7 +88,7 @@ export class ReconcilerLoop implements Component {
   private readonly writer: DecisionWriter;
   private lock: LeaderLock | null = null;
   private pass: ReconcilePass | null = null;
-  private serverOffsetMs = 0;
+  private readonly serverClock = new ServerClock();
   private stopped = false;
   private timer: NodeJS.Timeout | null = null;
   private promptTimer: NodeJS.Timeout | null = null;
@@ -190,7 +191,7 @@ export class ReconcilerLoop implements Component {
 
   /** The clock on the server's time line. */
   now(): number {
-    return this.ctx.now() + this.serverOffsetMs;
+    return this.ctx.now() + this.serverClock.offsetMs();
   }
 
   private onTick(): void {
@@ -205,7 +206,7 @@ export class ReconcilerLoop implements Component {
 
   private async renew(): Promise<void> {
     const turn = await this.lock!.acquireOrRenew();
-    if (turn.serverOffsetMs !== null) this.serverOffsetMs = turn.serverOffsetMs;
+    if (turn.clock !== null) this.serverClock.add(turn.clock);
     if (!turn.elected) return;
     this.term++;
     this.registry = null;
