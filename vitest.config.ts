@@ -20,6 +20,7 @@ export default defineConfig({
           testTimeout: 60_000,
         },
       },
+      // Fault scenarios with real processes, half a minute each: run by `npm run test:long`.
       {
         test: {
           name: 'chaos',
@@ -30,7 +31,7 @@ export default defineConfig({
           testTimeout: 300_000,
         },
       },
-      // Outages of minutes (npm run test:long, not part of npm test): one file at a time.
+      // Outages of minutes: `npm run test:long` too, after the chaos scenarios.
       {
         test: {
           name: 'long',
