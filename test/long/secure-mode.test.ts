@@ -55,11 +55,25 @@ async function submitAndWait(runId: string, tasks: number): Promise<void> {
       },
     ],
   });
-  const r = await runSonar(`submit ${runId}`, ['submit', file, '--wait'], {
+  const submit = spawnSonar(`submit ${runId}`, ['submit', file, '--wait'], {
     ...secure().envFor('client'),
     ...FAST,
   });
-  expect(r.code, r.stderr).toBe(0);
+  // A run that does not end says why: what every process said, not only a test timeout.
+  const timer = setTimeout(() => void submit.kill('SIGTERM'), SUBMIT_WAIT_MS);
+  const exit = await submit.exited.finally(() => clearTimeout(timer));
+  expect(exit.code, submit.killedOnPurpose ? everyoneSaid(submit) : submit.stderr()).toBe(0);
+}
+
+const SUBMIT_WAIT_MS = 45_000;
+
+function everyoneSaid(submit: SonarProcess): string {
+  const tail = (p: SonarProcess) => p.stderr().slice(-3_000);
+  return [
+    `submit --wait did not end within ${SUBMIT_WAIT_MS} ms:\n${tail(submit)}`,
+    `backend:\n${tail(backend)}`,
+    ...[...workers].map(([id, w]) => `${id} (${w.running ? 'running' : 'exited'}):\n${tail(w)}`),
+  ].join('\n\n');
 }
 
 beforeAll(async () => {
