@@ -6,6 +6,7 @@ import { coalesceWrites, skipSettledRequestErrors } from '../streams/nats-intern
 import { readCreds } from './nats-creds.js';
 import { natsTlsOptions, tlsFailure } from './nats-tls.js';
 import type { NatsTlsSettings } from './nats-tls.js';
+import type { Deadline } from './grace.js';
 
 export type ConnectSettings = Pick<
   SonarConfig,
@@ -99,4 +100,17 @@ export async function connectNats(
       { cause: err },
     );
   }
+}
+
+/**
+ * Drains `nc` (within `grace`, when given), then closes it if the drain did not: a drain
+ * that ran out of time, or failed because the connection was dialling (its flush is
+ * rejected at the next refused dial, a revoked credential's), leaves the connection
+ * reconnecting forever, and the process alive with nothing to do.
+ */
+export async function drainAndClose(nc: NatsConnection, grace?: Deadline): Promise<void> {
+  const drained = nc.drain();
+  if (grace) await grace.settle(drained);
+  else await drained.catch(() => {});
+  if (!nc.isClosed()) await nc.close().catch(() => {});
 }

@@ -8,7 +8,7 @@ import type { SonarConfig } from '../config.js';
 import { hostToken, newId } from '../ids.js';
 import { createLogger } from '../log.js';
 import type { Logger } from '../log.js';
-import { connectNats } from '../nats.js';
+import { connectNats, drainAndClose } from '../nats.js';
 import { createResultsSink } from '../storage/create-results-sink.js';
 import type { ConfiguredSink } from '../storage/create-results-sink.js';
 import type { OutputStore } from '../storage/output-store.js';
@@ -221,11 +221,8 @@ export class Backend {
     await bounded('credentials', this.ctx.credentials?.close() ?? Promise.resolve());
     // After every component: no finalizer or sweep is left to write or purge results.
     await bounded('results', this.ctx.results.close?.() ?? Promise.resolve());
-    if (this.ownsConnection) {
-      const drained = await deadline.settle(this.ctx.nc.drain());
-      // Out of time: close without flushing; unacked work comes back after its lease.
-      if (drained === 'timeout') await this.ctx.nc.close().catch(() => {});
-    }
+    // Out of time, it closes without flushing: unacked work comes back after its lease.
+    if (this.ownsConnection) await drainAndClose(this.ctx.nc, deadline);
     log.info('backend stopped', { stragglers: this.stragglers });
   }
 }

@@ -10,7 +10,7 @@ import type { Names } from '../../streams/names.js';
 import { hostToken, newId } from '../ids.js';
 import { assertSlotsFit, DEFAULT_MAX_PAYLOAD } from '../pulse-size.js';
 import type { Logger } from '../log.js';
-import { connectNats } from '../nats.js';
+import { connectNats, drainAndClose } from '../nats.js';
 import { WorkerCredential } from './credential.js';
 import { isAuthError, isExpiredCredential } from './auth-errors.js';
 import type { CredentialReply, DispatchMessage, JoinReply, RegistryEntry } from '../protocol.js';
@@ -586,10 +586,7 @@ export class Worker {
     this.cancelSub = null;
     this.credential.stop();
     if (!this.ownsNc || !this.nc) return;
-    const drained = this.nc.drain().catch(() => {});
-    // Out of grace: close without flushing.
-    if (grace && (await grace.settle(drained)) === 'timeout') await this.nc.close().catch(() => {});
-    else await drained;
+    await drainAndClose(this.nc, grace);
   }
 }
 

@@ -5,7 +5,7 @@
  * renew their short-lived credentials while they work, and one is revoked and cut off while
  * the other keeps working.
  */
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jetstreamManager } from '@nats-io/jetstream';
@@ -92,6 +92,14 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await killAll();
+  // SONAR_CHAOS_LOGS=dir keeps every process's log, as the chaos scenarios do.
+  const logs = process.env['SONAR_CHAOS_LOGS'];
+  if (logs) {
+    await mkdir(logs, { recursive: true });
+    for (const p of [backend, ...workers.values()]) {
+      await writeFile(join(logs, `secure-${p.name}-${p.pid}.log`), p.stderr());
+    }
+  }
   await rm(dir, { recursive: true, force: true });
 });
 
@@ -197,6 +205,8 @@ describe('secure mode', () => {
     ]);
     expect(exit.code, w1.stderr()).not.toBe(0);
     expect(w1.stderr()).toMatch(/authorization|revoked|conflict/i);
+    // It ends by itself: its connection, dialling with a refused credential, is closed too.
+    expect(w1.stderr()).not.toMatch(/still open/);
     const w2 = workers.get('sec-w2')!;
     expect(w2.running, w2.stderr()).toBe(true);
     await submitAndWait('sec-r3', 4);
