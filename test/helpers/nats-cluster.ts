@@ -25,8 +25,10 @@ export interface NatsClusterOptions {
   size?: number;
   /** Cluster name (default `sonar_test`). */
   name?: string;
-  /** How long to wait for a JetStream meta leader (default 20 s). */
+  /** How long to wait for a JetStream meta leader at start (default 20 s). */
   readyTimeoutMs?: number;
+  /** How long `restartNode` waits for it (default {@link RESTART_TIMEOUT_MS}). */
+  restartTimeoutMs?: number;
   /** Lines added inside every node's `cluster { }` block, e.g. an `include` of route TLS. */
   clusterConfig?: string;
   /**
@@ -68,6 +70,24 @@ export interface NatsCluster {
   /** Stop every node and remove the cluster's temp dir. */
   stop(): Promise<void>;
 }
+
+/**
+ * How long a restarted node may take to answer `$JS.API.INFO`. A node that rejoins a cluster
+ * with a meta leader hears from it within a heartbeat (1 s). A restart that gives back a lost
+ * quorum waits for an election instead, and nats-server 2.9 starts a campaign only after a
+ * random 4 to 9 s without a leader (raft.go: minElectionTimeout, maxElectionTimeout); a fresh
+ * cluster campaigns at once, which is why readyTimeoutMs can be shorter. Rounds are lost after
+ * such a restart: the node that stayed up kept campaigning alone and raised its term, so it
+ * refuses a returning node's campaign at that node's old term. The refusal unseats the
+ * candidate even when the other returning node's grant came first and made it leader, and a
+ * leader unseated so does not take the refusal's term: its next campaign, at its own term plus
+ * one, is refused the same way. Each of those short leaderships appends an entry that the node
+ * that stayed up lacks, so its own campaigns are refused next, for a shorter log; every vote
+ * request, even a refused one, restarts the 4 to 9 s timer of the node that gets it. Three or
+ * four rounds of up to 9 s each, after a store recovery that takes seconds on a loaded
+ * machine, pass 20 s; 60 s leaves room for a few more.
+ */
+export const RESTART_TIMEOUT_MS = 60_000;
 
 /** Distinct free TCP ports on 127.0.0.1: all are held open together, then released. */
 export async function freePorts(count: number): Promise<number[]> {
@@ -214,6 +234,7 @@ export async function startNatsCluster(opts: NatsClusterOptions = {}): Promise<N
   const size = opts.size ?? 3;
   const clusterName = opts.name ?? 'sonar_test';
   const readyTimeoutMs = opts.readyTimeoutMs ?? 20_000;
+  const restartTimeoutMs = opts.restartTimeoutMs ?? RESTART_TIMEOUT_MS;
   if (!Number.isInteger(size) || size < 1) throw new RangeError(`size ${size} must be >= 1`);
 
   const dir = await mkdtemp(join(tmpdir(), 'sonar-nats-cluster-'));
@@ -296,7 +317,7 @@ export async function startNatsCluster(opts: NatsClusterOptions = {}): Promise<N
     async restartNode(i) {
       const n = node(i);
       await n.restart();
-      await withMetaState(waitJetStream(n, readyTimeoutMs, opts.connectOptions));
+      await withMetaState(waitJetStream(n, restartTimeoutMs, opts.connectOptions));
     },
     async waitReady(timeoutMs = readyTimeoutMs) {
       await withMetaState(
