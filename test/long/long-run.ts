@@ -77,7 +77,8 @@ export async function httpStatus(port: number, path: string): Promise<number> {
 
 /**
  * With `SONAR_CHAOS_LOGS=<dir>`, writes every process's stderr (its JSON log) there, one file
- * per process, for a look at what each one went through.
+ * per process, for a look at what each one went through. A cluster's nats-servers log there
+ * too, as they run (nats-cluster.ts).
  */
 export async function saveProcessLogs(w: ChaosWorld): Promise<void> {
   const dir = process.env['SONAR_CHAOS_LOGS'];
