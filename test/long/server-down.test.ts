@@ -7,7 +7,7 @@ describe.each([{ downS: 30 }, { downS: 120 }])(
   'long chaos: the single nats-server SIGKILLed and down $downS s',
   ({ downS }) => {
     const chaos = worldOnServer();
-    it('the run completes with nothing lost, nothing requeued and no process replaced', () =>
+    it('the run completes with nothing lost, no process replaced, and only a dispatch the kill cut requeued', () =>
       serverOutage({ name: `server-down-${downS}s`, chaos, downMs: downS * 1_000 }));
   },
 );
