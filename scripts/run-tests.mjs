@@ -1,8 +1,9 @@
 #!/usr/bin/env node
-// Runs every vitest project, then prints one plain summary line as the very last output:
-// `N passed, N failed`. A test file that fails to load (or whose hooks fail) counts as one
-// failed test, and so does a vitest run that fails with no failed test (unhandled errors,
-// no test files), so the line never says `0 failed` for a failing run.
+// Runs vitest projects (the fast tier unless told), then prints one plain summary line as
+// the very last output: `N passed, N failed`. A test file that fails to load (or whose
+// hooks fail) counts as one failed test, and so does a vitest run that fails with no failed
+// test (unhandled errors, no test files), so the line never says `0 failed` for a failing
+// run.
 // Extra arguments are passed to vitest: `node scripts/run-tests.mjs --project unit`. With no
 // `--project`, the fast tier runs: every project but `chaos` and `long`, the fault scenarios
 // that `npm run test:long` runs one file at a time.

@@ -104,12 +104,13 @@ export async function connectNats(
 
 /**
  * Drains `nc` (within `grace`, when given), then closes it if the drain did not: a drain
- * that ran out of time, or failed because the connection was dialling (its flush is
- * rejected at the next refused dial, a revoked credential's), leaves the connection
- * reconnecting forever, and the process alive with nothing to do.
+ * that ran out of time, or failed because the connection was dialling (its flushes are
+ * rejected within a redial or two, when the server refuses a revoked credential), leaves
+ * the connection reconnecting forever, and the process alive with nothing to do. A drain
+ * already under way (a second stop) is waited for, not cut short.
  */
 export async function drainAndClose(nc: NatsConnection, grace?: Deadline): Promise<void> {
-  const drained = nc.drain();
+  const drained = nc.isDraining() ? nc.closed() : nc.drain();
   if (grace) await grace.settle(drained);
   else await drained.catch(() => {});
   if (!nc.isClosed()) await nc.close().catch(() => {});

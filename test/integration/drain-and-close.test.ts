@@ -40,6 +40,8 @@ it('closes a connection whose redials the server refuses, within the grace', asy
     user: 'w',
     pass: 'one',
     ...reconnectPolicy('long-lived'),
+    // As a worker's connection: refusals do not end it, so only a close does.
+    ignoreAuthErrorAbort: true,
   });
   const refused = (async () => {
     for await (const s of nc.status()) {

@@ -206,7 +206,7 @@ describe('secure mode', () => {
     expect(exit.code, w1.stderr()).not.toBe(0);
     expect(w1.stderr()).toMatch(/authorization|revoked|conflict/i);
     // It ends by itself: its connection, dialling with a refused credential, is closed too.
-    expect(w1.stderr()).not.toMatch(/still open/);
+    expect(w1.stderr()).not.toMatch(/sonar: still open/);
     const w2 = workers.get('sec-w2')!;
     expect(w2.running, w2.stderr()).toBe(true);
     await submitAndWait('sec-r3', 4);

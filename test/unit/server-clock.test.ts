@@ -23,12 +23,32 @@ describe('ServerClock', () => {
     expect(clock.offsetMs()).toBe(7);
   });
 
-  it('forgets samples past the window, so a stepped server clock shows through', () => {
+  it('forgets samples past the window', () => {
     const clock = new ServerClock();
     clock.add({ offsetMs: 0, roundTripMs: 1 });
-    for (let i = 0; i < CLOCK_SAMPLES - 1; i++) clock.add({ offsetMs: 60_000, roundTripMs: 4 });
+    // Slower samples that agree with it, within their bounds.
+    for (let i = 0; i < CLOCK_SAMPLES - 1; i++) clock.add({ offsetMs: 3, roundTripMs: 10 });
     expect(clock.offsetMs()).toBe(0);
+    clock.add({ offsetMs: 3, roundTripMs: 10 });
+    expect(clock.offsetMs()).toBe(3);
+  });
+
+  it('takes a stepped clock at once: a sample whose bounds miss the best one drops the rest', () => {
+    const clock = new ServerClock();
+    clock.add({ offsetMs: 0, roundTripMs: 1 });
     clock.add({ offsetMs: 60_000, roundTripMs: 4 });
     expect(clock.offsetMs()).toBe(60_000);
+    // The dropped sample, quicker, does not come back.
+    clock.add({ offsetMs: 60_001, roundTripMs: 6 });
+    expect(clock.offsetMs()).toBe(60_000);
+  });
+
+  it('starts afresh after reset', () => {
+    const clock = new ServerClock();
+    clock.add({ offsetMs: 7, roundTripMs: 1 });
+    clock.reset();
+    expect(clock.offsetMs()).toBe(0);
+    clock.add({ offsetMs: 9, roundTripMs: 30 });
+    expect(clock.offsetMs()).toBe(9);
   });
 });

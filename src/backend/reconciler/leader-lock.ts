@@ -28,6 +28,9 @@ export interface LeaderLockOptions {
   wall?: () => number;
 }
 
+/** How far the wall clock's and the monotonic clock's timing of one trip may differ. */
+const WALL_SLACK_MS = 5;
+
 /** What one acquire-or-renew did. */
 export interface LockTurn {
   /** We hold the lock now. */
@@ -119,6 +122,8 @@ export class LeaderLock {
     ackedAt: number,
     roundTripMs: number,
   ): Promise<ClockSample | null> {
+    // The wall clock stepped during the trip: its midpoint means nothing.
+    if (Math.abs(ackedAt - sentAt - roundTripMs) > WALL_SLACK_MS) return null;
     try {
       const e = await this.opts.kv.get(this.key);
       if (!e || e.revision !== this.revision) return null;

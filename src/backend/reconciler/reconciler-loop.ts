@@ -206,6 +206,8 @@ export class ReconcilerLoop implements Component {
 
   private async renew(): Promise<void> {
     const turn = await this.lock!.acquireOrRenew();
+    // A new term starts its clock afresh: it may have moved while this process followed.
+    if (turn.elected) this.serverClock.reset();
     if (turn.clock !== null) this.serverClock.add(turn.clock);
     if (!turn.elected) return;
     this.term++;
