@@ -129,3 +129,32 @@ export function nextTokenAt(
   if (rate.burst === 0 || !times || tokensLeft(times, rate, now) > 0) return null;
   return times[times.length - rate.burst]! + rate.windowMs;
 }
+
+/** What a pass did to one rate-limited tag, as {@link nextRatePassAt} needs it. */
+export interface RatedTagAfterPass {
+  rate: TagRate;
+  /** The tag's publish times, this pass's own included, ascending. */
+  times: readonly number[];
+  /** Tokens the planner saw left when it planned (absent: it did not look at the tag). */
+  leftWhenPlanned: number | undefined;
+  /** What this pass published to the tag. */
+  placed: number;
+}
+
+/**
+ * When a leader should plan again for its rate-limited tags, sooner than its next tick: when
+ * the first emptied bucket gets a token back, or `now` when a bucket the pass found empty has
+ * one back already. That happens when a pass plans a moment before a token's return and ends
+ * after it (a timer that fires a millisecond early, a pass that other events began): no
+ * later wake would be due, and the tag would wait for the tick. Null when no bucket waits.
+ */
+export function nextRatePassAt(tags: readonly RatedTagAfterPass[], now: number): number | null {
+  let wake = Infinity;
+  for (const { rate, times, leftWhenPlanned, placed } of tags) {
+    if (rate.burst === 0) continue;
+    const at = nextTokenAt(times, rate, now);
+    if (at !== null) wake = Math.min(wake, at);
+    else if (leftWhenPlanned !== undefined && leftWhenPlanned <= placed) wake = Math.min(wake, now);
+  }
+  return wake === Infinity ? null : wake;
+}

@@ -1,7 +1,7 @@
 import { Kvm } from '@nats-io/kv';
 import { PLANNER_HONORS } from '../../../actors/reconciler/honors.js';
 import type { Decisions } from '../../../actors/reconciler/decisions.js';
-import { formatTagRates, nextTokenAt } from '../../../actors/reconciler/tag-rates.js';
+import { formatTagRates, nextRatePassAt } from '../../../actors/reconciler/tag-rates.js';
 import type { LiveWorker } from '../../../actors/reconciler/fleet.js';
 import type { Logger } from '../../log.js';
 import { signalMetric } from '../../metrics.js';
@@ -281,7 +281,7 @@ export class ReconcilerLoop implements Component {
         summary !== null &&
         summary.published + summary.requeued + summary.dead + summary.progressed >=
           this.ctx.config.dispatchBatch;
-      if (summary?.decisions?.rateLimited) this.wakeForTokens(summary.decisions.publish);
+      if (summary?.decisions?.rateLimited) this.wakeForTokens(summary.decisions);
     }
   }
 
@@ -291,25 +291,33 @@ export class ReconcilerLoop implements Component {
    * than the window: the rate would not be reached). Nothing is scheduled for a tag with
    * tokens left, or past the next tick.
    */
-  private wakeForTokens(placed: Decisions['publish']): void {
+  private wakeForTokens(decisions: Decisions): void {
     const rates = this.ctx.config.tagRates;
     if (!rates || this.tokenTimer || this.stopped) return;
     const p = this.ctx.loop.projection;
     const now = this.now();
     // The pass's own publishes may not be folded yet: count those as made now.
     const unfolded = new Map<string, number>();
-    for (const { task, tag } of placed) {
+    const placed = new Map<string, number>();
+    for (const { task, tag } of decisions.publish) {
+      placed.set(tag, (placed.get(tag) ?? 0) + 1);
       if (p.tasks.get(task)?.snapshot.value !== 'Pending') continue;
       unfolded.set(tag, (unfolded.get(tag) ?? 0) + 1);
     }
-    let wake = Infinity;
-    for (const [tag, rate] of Object.entries(rates)) {
-      const folded = p.publishTimes.get(tag) ?? [];
-      const extra = unfolded.get(tag) ?? 0;
-      const times = extra === 0 ? folded : [...folded, ...new Array<number>(extra).fill(now)];
-      const at = nextTokenAt(times, rate, now);
-      if (at !== null && at < wake) wake = at;
-    }
+    const wake = nextRatePassAt(
+      Object.entries(rates).map(([tag, rate]) => {
+        const folded = p.publishTimes.get(tag) ?? [];
+        const extra = unfolded.get(tag) ?? 0;
+        return {
+          rate,
+          times: extra === 0 ? folded : [...folded, ...new Array<number>(extra).fill(now)],
+          leftWhenPlanned: decisions.rateLimited?.[tag]?.left,
+          placed: placed.get(tag) ?? 0,
+        };
+      }),
+      now,
+    );
+    if (wake === null) return;
     const inMs = wake - now;
     if (!(inMs < this.ctx.config.tickMs)) return;
     this.tokenTimer = setTimeout(
