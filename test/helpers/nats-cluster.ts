@@ -211,23 +211,26 @@ async function waitJetStream(
   timeoutMs: number,
   connectOptions: Partial<ConnectionOptions> = {},
 ): Promise<void> {
-  const nc = await connect({
-    ...connectOptions,
-    servers: node.url,
-    reconnect: false,
-    timeout: 2_000,
-  });
-  try {
-    await eventually(
-      async () => {
+  // The connection is part of the probe: a node that has just started in operator mode may
+  // refuse a valid credential for a moment (an Authorization Violation was seen once, a
+  // quarter second after a secure cluster's node logged "Server is ready").
+  await eventually(
+    async () => {
+      const nc = await connect({
+        ...connectOptions,
+        servers: node.url,
+        reconnect: false,
+        timeout: 2_000,
+      });
+      try {
         const jsm = await jetstreamManager(nc, { timeout: 1_000, checkAPI: false });
         await jsm.getAccountInfo();
-      },
-      { timeoutMs, intervalMs: 100, message: `JetStream ready on ${node.url}` },
-    );
-  } finally {
-    await nc.close();
-  }
+      } finally {
+        await nc.close();
+      }
+    },
+    { timeoutMs, intervalMs: 100, message: `JetStream ready on ${node.url}` },
+  );
 }
 
 export async function startNatsCluster(opts: NatsClusterOptions = {}): Promise<NatsCluster> {
