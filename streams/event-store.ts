@@ -1,10 +1,4 @@
-import {
-  DeliverPolicy,
-  JetStreamApiError,
-  JetStreamApiCodes,
-  jetstream,
-  jetstreamManager,
-} from '@nats-io/jetstream';
+import { DeliverPolicy, JetStreamApiError, JetStreamApiCodes, jetstream } from '@nats-io/jetstream';
 import type {
   JetStreamClient,
   JetStreamManager,
@@ -18,6 +12,7 @@ import type { EventRecord } from '../actors/projection.js';
 import { decodeEnvelope, encodeEnvelope } from './envelope.js';
 import { ConcurrencyError } from './errors.js';
 import { publishPipelined } from './pipelined-publish.js';
+import { jetstreamManagerOf, jetstreamOf } from './jetstream-api.js';
 import type { Names } from './names.js';
 
 /** An event to append: the id becomes the `Nats-Msg-Id`, so a retried append is stored once. */
@@ -132,6 +127,7 @@ export function recordOf(m: JsMsg, recognize?: ReadOptions['recognize']): EventR
 export class EventStore {
   readonly js: JetStreamClient;
   private jsmPromise: Promise<JetStreamManager> | null = null;
+  private readerPromise: Promise<JetStreamClient> | null = null;
   /** endSeq's last look behind a stream end that was removed. */
   private knownEnd: { lastSeq: number; removed: number; end: number } | null = null;
 
@@ -142,9 +138,16 @@ export class EventStore {
     this.js = jetstream(nc);
   }
 
+  /** The manager reads go through: on the readers' API prefix for a client or operator. */
   jsm(): Promise<JetStreamManager> {
-    this.jsmPromise ??= jetstreamManager(this.nc);
+    this.jsmPromise ??= jetstreamManagerOf(this.nc, this.names);
     return this.jsmPromise;
+  }
+
+  /** The client replays go through (the appends' `js` is the backend's, in its own account). */
+  private reader(): Promise<JetStreamClient> {
+    this.readerPromise ??= jetstreamOf(this.nc, this.names);
+    return this.readerPromise;
   }
 
   /** Appends one event; maps a stale `expectedSeq` (err 10071) to ConcurrencyError. */
@@ -292,7 +295,9 @@ export class EventStore {
     end: number,
     onRecord: (r: EventRecord) => void | Promise<void>,
   ): Promise<{ last: number; stalled: boolean }> {
-    const consumer = await this.js.consumers.get(this.names.streams.events, {
+    const consumer = await (
+      await this.reader()
+    ).consumers.get(this.names.streams.events, {
       ...this.filterOf(filter),
       ...startOf({ fromSeq }),
     });
@@ -364,7 +369,9 @@ export class EventStore {
     onRecord: (r: EventRecord) => void,
     opts: ReadOptions = {},
   ): Promise<{ close: () => Promise<void>; closed: Promise<void | Error> }> {
-    const consumer = await this.js.consumers.get(this.names.streams.events, {
+    const consumer = await (
+      await this.reader()
+    ).consumers.get(this.names.streams.events, {
       ...this.filterOf(opts.filter),
       ...startOf(opts),
     });
@@ -393,7 +400,9 @@ export class EventStore {
     records: AsyncIterable<EventRecord>;
     close: () => Promise<void>;
   }> {
-    const consumer = await this.js.consumers.get(this.names.streams.events, {
+    const consumer = await (
+      await this.reader()
+    ).consumers.get(this.names.streams.events, {
       ...this.filterOf(opts.filter),
       ...startOf(opts),
     });

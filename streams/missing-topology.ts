@@ -1,4 +1,4 @@
-import { jetstreamManager } from '@nats-io/jetstream';
+import { jetstreamManagerOf } from './jetstream-api.js';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { ErrorCode, SonarError } from '../actors/errors.js';
 import { isStreamNotFoundApiError } from './errors.js';
@@ -19,7 +19,7 @@ export async function explainMissingStreams(
 ): Promise<unknown> {
   if (!looksLikeStreamNotFound(err)) return err;
   try {
-    await (await jetstreamManager(nc)).streams.info(n.streams.events);
+    await (await jetstreamManagerOf(nc, n)).streams.info(n.streams.events);
     return err;
   } catch (infoErr: unknown) {
     // Another failure (the connection gone, say) tells nothing about the streams.

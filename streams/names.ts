@@ -71,6 +71,17 @@ export interface Names {
      * the application account's JetStream is imported; nats.js `apiPrefix`.
      */
     workerJsApi: string;
+    /**
+     * `<prefix>.rjs.API`: the JetStream API prefix in the readers' account (secure mode),
+     * where clients and operators reach the application account's JetStream for reading.
+     */
+    readerJsApi: string;
+    /**
+     * `<prefix>.reader.consumer.<stream>[.<name>[.<filter>]]`: a reader's consumer create,
+     * which a backend checks and passes on to JetStream (the readers' account imports it as
+     * `CONSUMER.CREATE` under its API prefix).
+     */
+    readerConsumerCreate: string;
     /** `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.<stream>.>` for the finalize stream. */
     maxDeliveriesAdvisory: string;
   };
@@ -145,9 +156,19 @@ export function names(prefix = 'sonar'): Names {
       logs: (runId, taskId, attempt) => `${prefix}.logs.${runId}.${taskId}.${attempt}`,
       logsAll: `${prefix}.logs.>`,
       workerJsApi: `${prefix}.js.API`,
+      readerJsApi: `${prefix}.rjs.API`,
+      readerConsumerCreate: `${prefix}.reader.consumer`,
       maxDeliveriesAdvisory: `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.${finalizeStream}.>`,
     },
   };
+}
+
+/**
+ * Subjects that streams, buckets or JetStream own (or may): never a requester's inbox. A
+ * backend answers no request whose reply names one, so no caller makes it write into a stream.
+ */
+export function isStoredSubject(n: Names, subject: string): boolean {
+  return subject.startsWith(`${n.prefix}.`) || /^\$(KV|O|JS|SYS)\./.test(subject);
 }
 
 /** The events subject of an aggregate, from its projection key (`<runId>.<id>`, `<workerId>`). */

@@ -5,9 +5,10 @@
  * Operator `sonar` (identity key + one signing key, which signs every account and later
  * revocation updates), system account `SYS`, application account `SONAR` with JetStream, the
  * workers' account `SONAR_WORKERS` with no JetStream, the scoped worker signing key and the
- * service imports of workers-account.ts, and one user per static role with explicit
- * permissions (permissions.ts): bootstrap and supervisor in the workers' account, the rest in
- * the application account. Files are created, never overwritten: a second init into the same
+ * imports of workers-account.ts, the readers' account `SONAR_READERS` with no JetStream and
+ * the imports of readers-account.ts, and one user per static role with explicit permissions
+ * (permissions.ts): bootstrap and supervisor in the workers' account, client and operator in
+ * the readers' account, the backend in the application account. Files are created, never overwritten: a second init into the same
  * directory fails before it replaces a key a running fleet depends on.
  */
 import { access, mkdir, writeFile } from 'node:fs/promises';
@@ -26,6 +27,7 @@ import type { KeyPair, OperatorLimits, SigningKey } from '@nats-io/jwt';
 import { ErrorCode, SonarError } from '../../actors/errors.js';
 import { names } from '../../streams/names.js';
 import {
+  READER_ROLES,
   STATIC_ROLES,
   SYS_PERMISSIONS,
   WORKERS_ACCOUNT_ROLES,
@@ -33,7 +35,8 @@ import {
   rolePermissions,
   secureNames,
 } from './permissions.js';
-import { bridgeExports, bridgeImports } from './workers-account.js';
+import { readerBridges } from './readers-account.js';
+import { bridgeExports, bridgeImports, workerBridges } from './workers-account.js';
 import type { PermissionSet, StaticRole } from './permissions.js';
 
 /** A role with a `.creds` file: the static roles and the SYS user. */
@@ -45,6 +48,7 @@ export const CREDENTIAL_FILES = {
   sysAccountJwt: 'sys.jwt',
   accountJwt: 'sonar-account.jwt',
   workersAccountJwt: 'workers-account.jwt',
+  readersAccountJwt: 'readers-account.jwt',
   resolverConf: 'resolver.conf',
   workerSigningSeed: 'worker-signing.nk',
   operatorSigningSeed: 'operator-signing.nk',
@@ -52,6 +56,7 @@ export const CREDENTIAL_FILES = {
   sysAccountSeed: 'sys-account.nk',
   accountSeed: 'sonar-account.nk',
   workersAccountSeed: 'workers-account.nk',
+  readersAccountSeed: 'readers-account.nk',
   creds: {
     backend: 'backend.creds',
     client: 'client.creds',
@@ -83,10 +88,15 @@ export const CREDENTIAL_FILE_USES: readonly { file: string; use: string }[] = ((
     { file: f.operatorJwt, use: reference },
     { file: f.sysAccountJwt, use: reference },
     { file: f.accountJwt, use: reference },
+    { file: f.readersAccountJwt, use: reference },
     { file: f.operatorSeed, use: 'no process: keep offline (re-signs the operator)' },
     { file: f.sysAccountSeed, use: 'no process: keep offline (issues SYS users)' },
     { file: f.accountSeed, use: 'no process: keep offline (issues role users)' },
     { file: f.workersAccountSeed, use: 'no process: keep offline (issues bootstrap users)' },
+    {
+      file: f.readersAccountSeed,
+      use: 'no process: keep offline (issues client and operator users)',
+    },
   ];
 })();
 
@@ -121,6 +131,8 @@ export interface Credentials {
   workersAccount: Issued;
   /** The scoped worker signing key (role `sonar-worker`), in `workersAccount.signing_keys`. */
   workerSigning: { publicKey: string; seed: string };
+  /** The readers' account: clients and operators, through the bridges only. */
+  readersAccount: Issued;
   users: Record<CredsRole, Issued & { creds: string }>;
 }
 
@@ -131,6 +143,7 @@ export interface CredentialPaths {
   sysAccountJwt: string;
   accountJwt: string;
   workersAccountJwt: string;
+  readersAccountJwt: string;
   resolverConf: string;
   workerSigningSeed: string;
   operatorSigningSeed: string;
@@ -138,6 +151,7 @@ export interface CredentialPaths {
   sysAccountSeed: string;
   accountSeed: string;
   workersAccountSeed: string;
+  readersAccountSeed: string;
   creds: Record<CredsRole, string>;
 }
 
@@ -201,6 +215,9 @@ export async function generateCredentials(opts: CredentialsOptions = {}): Promis
   const account = createAccount();
   const workersAccount = createAccount();
   const workerSigning = createAccount();
+  const readersAccount = createAccount();
+  const workers = workerBridges(n);
+  const readers = readerBridges(n);
 
   const operatorJwt = await encodeOperator('sonar', operator, {
     system_account: sys.getPublicKey(),
@@ -217,7 +234,7 @@ export async function generateCredentials(opts: CredentialsOptions = {}): Promis
     account,
     {
       limits: { ...UNLIMITED, ...JETSTREAM_UNLIMITED },
-      exports: bridgeExports(n),
+      exports: bridgeExports([...workers, ...readers]),
     },
     { signer: operatorSigning },
   );
@@ -226,15 +243,25 @@ export async function generateCredentials(opts: CredentialsOptions = {}): Promis
     workersAccount,
     {
       limits: UNLIMITED,
-      imports: bridgeImports(n, account.getPublicKey()),
+      imports: bridgeImports(workers, account.getPublicKey()),
       signing_keys: [workerSigningKey(workerSigning, perms.worker)],
     },
+    { signer: operatorSigning },
+  );
+  const readersAccountJwt = await encodeAccount(
+    secureNames(n).readersAccount,
+    readersAccount,
+    { limits: UNLIMITED, imports: bridgeImports(readers, account.getPublicKey()) },
     { signer: operatorSigning },
   );
 
   const users = {} as Record<CredsRole, Issued & { creds: string }>;
   for (const role of STATIC_ROLES) {
-    const issuer = WORKERS_ACCOUNT_ROLES.has(role) ? workersAccount : account;
+    const issuer = WORKERS_ACCOUNT_ROLES.has(role)
+      ? workersAccount
+      : (READER_ROLES as readonly StaticRole[]).includes(role)
+        ? readersAccount
+        : account;
     users[role] = await issueUser(role, issuer, perms[role]);
   }
   users.sys = await issueUser('sys', sys, SYS_PERMISSIONS);
@@ -256,6 +283,11 @@ export async function generateCredentials(opts: CredentialsOptions = {}): Promis
       seed: seedOf(workersAccount),
     },
     workerSigning: { publicKey: workerSigning.getPublicKey(), seed: seedOf(workerSigning) },
+    readersAccount: {
+      publicKey: readersAccount.getPublicKey(),
+      jwt: readersAccountJwt,
+      seed: seedOf(readersAccount),
+    },
     users,
   };
 }
@@ -279,6 +311,7 @@ export function resolverConf(creds: Credentials, resolverDir: string): string {
     `  ${creds.sysAccount.publicKey}: ${creds.sysAccount.jwt}`,
     `  ${creds.account.publicKey}: ${creds.account.jwt}`,
     `  ${creds.workersAccount.publicKey}: ${creds.workersAccount.jwt}`,
+    `  ${creds.readersAccount.publicKey}: ${creds.readersAccount.jwt}`,
     `}`,
     ``,
   ].join('\n');
@@ -329,6 +362,7 @@ export async function writeCredentials(
   await open(f.sysAccountJwt, creds.sysAccount.jwt);
   await open(f.accountJwt, creds.account.jwt);
   await open(f.workersAccountJwt, creds.workersAccount.jwt);
+  await open(f.readersAccountJwt, creds.readersAccount.jwt);
   await open(f.resolverConf, resolverConf(creds, opts.resolverDir ?? at('jwt')));
   await secret(f.workerSigningSeed, creds.workerSigning.seed);
   await secret(f.operatorSigningSeed, creds.operator.signingSeed);
@@ -336,6 +370,7 @@ export async function writeCredentials(
   await secret(f.sysAccountSeed, creds.sysAccount.seed);
   await secret(f.accountSeed, creds.account.seed);
   await secret(f.workersAccountSeed, creds.workersAccount.seed);
+  await secret(f.readersAccountSeed, creds.readersAccount.seed);
   const credsPaths = {} as Record<CredsRole, string>;
   for (const [role, file] of Object.entries(f.creds) as [CredsRole, string][]) {
     await secret(file, creds.users[role].creds);
@@ -347,6 +382,7 @@ export async function writeCredentials(
     sysAccountJwt: at(f.sysAccountJwt),
     accountJwt: at(f.accountJwt),
     workersAccountJwt: at(f.workersAccountJwt),
+    readersAccountJwt: at(f.readersAccountJwt),
     resolverConf: at(f.resolverConf),
     workerSigningSeed: at(f.workerSigningSeed),
     operatorSigningSeed: at(f.operatorSigningSeed),
@@ -354,6 +390,7 @@ export async function writeCredentials(
     sysAccountSeed: at(f.sysAccountSeed),
     accountSeed: at(f.accountSeed),
     workersAccountSeed: at(f.workersAccountSeed),
+    readersAccountSeed: at(f.readersAccountSeed),
     creds: credsPaths,
   };
 }

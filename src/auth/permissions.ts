@@ -22,7 +22,8 @@ export type StaticRole = (typeof STATIC_ROLES)[number];
 
 /**
  * The static roles that live in the workers' account (workers-account.ts): those whose
- * credential sits on worker hosts. The rest live in the application account.
+ * credential sits on worker hosts. Clients and operators live in the readers' account
+ * (readers-account.ts); the backend alone in the application account.
  */
 export const WORKERS_ACCOUNT_ROLES: ReadonlySet<StaticRole> = new Set(['bootstrap', 'supervisor']);
 
@@ -48,6 +49,8 @@ export interface SecureNames {
   account: string;
   /** The workers' account's name (`SONAR_WORKERS`). */
   workersAccount: string;
+  /** The readers' account's name (`SONAR_READERS`): clients and operators. */
+  readersAccount: string;
   buckets: { enrollments: string; sessions: string };
   streams: { staging: string };
   subjects: {
@@ -65,6 +68,7 @@ export function secureNames(n: Names): SecureNames {
   return {
     account: upper,
     workersAccount: `${upper}_WORKERS`,
+    readersAccount: `${upper}_READERS`,
     buckets: { enrollments: n.buckets.enrollments, sessions: n.buckets.sessions },
     streams: { staging: n.streams.staging },
     subjects: {
@@ -81,79 +85,132 @@ export type RolePermissions = Record<StaticRole | 'worker', PermissionSet>;
 const kvStream = (bucket: string): string => `KV_${bucket}`;
 const objStream = (store: string): string => `OBJ_${store}`;
 
+/** The reader roles: clients and operators, in the readers' account. */
+export const READER_ROLES = ['client', 'operator'] as const;
+export type ReaderRole = (typeof READER_ROLES)[number];
+
 /**
- * Reads of the event log and its projection snapshot, the registry and the leader lock
- * (`status`, `tail`, `export`, `workers`). The snapshot holds nothing the log did not: it is
- * where the runs whose events retention purged still live, for `status` and `rerun`. Replaying a stream or listing KV keys needs an ephemeral consumer, hence
- * CONSUMER.CREATE and MSG.NEXT on those streams only; never CONSUMER.DELETE, which is an
- * ordinary subject that would let a reader delete the backend's durable consumers too
- * (ephemeral consumers go away by themselves once idle).
+ * What a reader role reads: `streams` in full (info, message gets, consumers), and `single`
+ * JetStream API subjects beyond those, named as in the application account (`$JS.API...`).
+ *
+ * Both roles read the event log and its projection snapshot (`status`, `tail`, `export`; the
+ * snapshot holds nothing the log did not: it is where the runs whose events retention purged
+ * still live), tasks' progress (a KV bucket), attempts' logs (by direct get only) and the
+ * finalization queue's depth (`status`). A client reads results and outputs; an operator the
+ * registry and the leader lock. Replays, listings and watches need ephemeral consumers,
+ * created through a backend (readers-account.ts); never CONSUMER.DELETE.
  */
-function readerPub(n: Names): string[] {
+function readerReads(n: Names): Record<ReaderRole, { streams: string[]; single: string[] }> {
   const events = n.streams.events;
-  const snapshots = objStream(n.objectStores.snapshots);
-  return [
-    '$JS.API.INFO',
-    '$JS.API.STREAM.INFO.*',
-    '$JS.API.STREAM.NAMES',
-    '$JS.API.STREAM.LIST',
-    '$JS.API.CONSUMER.INFO.*.*',
-    '$JS.API.CONSUMER.NAMES.*',
-    '$JS.API.CONSUMER.LIST.*',
-    `$JS.API.STREAM.MSG.GET.${events}`,
-    `$JS.API.DIRECT.GET.${events}`,
-    `$JS.API.DIRECT.GET.${events}.>`,
-    `$JS.API.CONSUMER.CREATE.${events}`,
-    `$JS.API.CONSUMER.CREATE.${events}.>`,
-    `$JS.API.CONSUMER.MSG.NEXT.${events}.>`,
-    `$JS.API.STREAM.MSG.GET.${snapshots}`,
-    `$JS.API.DIRECT.GET.${snapshots}.>`,
-    `$JS.API.CONSUMER.CREATE.${snapshots}.>`,
-    // flow-control replies of the push consumers that list KV keys
-    '$JS.FC.>',
-  ];
+  const shared = {
+    streams: [events, objStream(n.objectStores.snapshots), kvStream(n.buckets.progress)],
+    single: [
+      '$JS.API.INFO',
+      `$JS.API.CONSUMER.MSG.NEXT.${events}.>`,
+      `$JS.API.STREAM.INFO.${n.streams.finalize}`,
+      `$JS.API.STREAM.INFO.${n.streams.logs}`,
+      `$JS.API.DIRECT.GET.${n.streams.logs}`,
+    ],
+  };
+  return {
+    client: {
+      ...shared,
+      streams: [...shared.streams, kvStream(n.buckets.results), objStream(n.objectStores.outputs)],
+    },
+    operator: {
+      ...shared,
+      streams: [...shared.streams, kvStream(n.buckets.workers), kvStream(n.buckets.locks)],
+    },
+  };
 }
 
-/** The registry and the leader lock, for an operator (`sonar status`, `sonar workers`). */
-function registryReadPub(n: Names): string[] {
-  const workers = kvStream(n.buckets.workers);
-  const locks = kvStream(n.buckets.locks);
+/** Info, message gets and consumers (created through a backend) of one stream. */
+function streamReadNeeds(stream: string): string[] {
   return [
-    `$JS.API.STREAM.MSG.GET.${workers}`,
-    `$JS.API.DIRECT.GET.${workers}.>`,
-    `$JS.API.CONSUMER.CREATE.${workers}.>`,
-    `$JS.API.STREAM.MSG.GET.${locks}`,
-    `$JS.API.DIRECT.GET.${locks}.>`,
-  ];
-}
-
-/** Results and outputs, for a client (`sonar results`, `submit --wait`). */
-function resultsReadPub(n: Names): string[] {
-  const results = kvStream(n.buckets.results);
-  const outputs = objStream(n.objectStores.outputs);
-  return [
-    `$JS.API.STREAM.MSG.GET.${results}`,
-    `$JS.API.DIRECT.GET.${results}.>`,
-    `$JS.API.CONSUMER.CREATE.${results}.>`,
-    `$JS.API.STREAM.MSG.GET.${outputs}`,
-    `$JS.API.DIRECT.GET.${outputs}.>`,
-    `$JS.API.CONSUMER.CREATE.${outputs}.>`,
+    `$JS.API.STREAM.INFO.${stream}`,
+    `$JS.API.STREAM.MSG.GET.${stream}`,
+    `$JS.API.DIRECT.GET.${stream}`,
+    `$JS.API.DIRECT.GET.${stream}.>`,
+    `$JS.API.CONSUMER.INFO.${stream}.>`,
+    `$JS.API.CONSUMER.CREATE.${stream}`,
+    `$JS.API.CONSUMER.CREATE.${stream}.>`,
   ];
 }
 
 /**
- * Attempts' logs and tasks' progress (`sonar logs`, `status`, `watch()`): logs by direct get
- * only, progress as a KV bucket (get, and a watch's consumer).
+ * Each reader role's JetStream needs, named as in the application account: what the readers'
+ * account imports, one by one. Every subject names its stream and ends in a literal token or
+ * `>`, never `*` (an import mapped onto a subject ending in `*` crashes nats-server 2.9 when
+ * an answer is aimed at it).
  */
-function taskReportsReadPub(n: Names): string[] {
-  const progress = kvStream(n.buckets.progress);
-  return [
-    `$JS.API.STREAM.INFO.${n.streams.logs}`,
-    `$JS.API.DIRECT.GET.${n.streams.logs}`,
-    `$JS.API.STREAM.MSG.GET.${progress}`,
-    `$JS.API.DIRECT.GET.${progress}.>`,
-    `$JS.API.CONSUMER.CREATE.${progress}.>`,
+export function readerJsNeeds(n: Names): Record<ReaderRole, string[]> {
+  const reads = readerReads(n);
+  const needs = (role: ReaderRole): string[] => [
+    ...reads[role].streams.flatMap(streamReadNeeds),
+    ...reads[role].single,
   ];
+  return { client: needs('client'), operator: needs('operator') };
+}
+
+/**
+ * A reader role's JetStream permissions, under the readers' prefix: three patterns per stream
+ * it reads in full, so its JWT stays well inside the server's 4 KiB control line. They match
+ * more than the imports (a `STREAM.DELETE.<stream>`, say), but the readers' account has no
+ * JetStream of its own: a subject it does not import reaches no one.
+ */
+function readerJsPub(n: Names, role: ReaderRole): string[] {
+  const api = n.subjects.readerJsApi;
+  const reads = readerReads(n)[role];
+  return [
+    ...reads.streams.flatMap((s) => [
+      `${api}.*.*.${s}`,
+      `${api}.*.*.${s}.>`,
+      `${api}.STREAM.MSG.GET.${s}`,
+    ]),
+    ...reads.single.map((s) => readerLocalSubject(n, s)),
+  ];
+}
+
+/** Each reader role's API verbs (`<prefix>.api.<verb>`), asked of a backend. */
+export function readerVerbs(n: Names): Record<ReaderRole, string[]> {
+  const api = (verb: string): string => n.subjects.api(verb);
+  return {
+    client: [api('submit.*'), api('cancel')],
+    // Its writes are requests a backend judges and carries out: never an append of its own.
+    operator: [
+      api('revoke'),
+      api('cancel'),
+      api('submit.*'),
+      api('poisoned.*'),
+      api('sweep'),
+      api('schedule.*'),
+    ],
+  };
+}
+
+/** A `$JS.API...` subject as a reader publishes it: under the readers' API prefix. */
+export function readerLocalSubject(n: Names, jsApiSubject: string): string {
+  return `${n.subjects.readerJsApi}${jsApiSubject.slice('$JS.API'.length)}`;
+}
+
+/** A reader role's permissions: its verbs, its JetStream needs under its prefix, its inbox. */
+function readerPermissions(n: Names, role: ReaderRole): PermissionSet {
+  return {
+    pub: [
+      ...readerVerbs(n)[role],
+      ...readerJsPub(n, role),
+      // flow-control replies of the push consumers that read KV and object stores
+      '$JS.FC.>',
+      // how a reader finds its API prefix: answered "JetStream not enabled" by its own
+      // account (streams/jetstream-api.ts)
+      '$JS.API.INFO',
+    ],
+    sub: [
+      `${roleInboxPrefix(role)}.>`,
+      // live tail of events (core NATS)
+      ...(role === 'operator' ? [n.subjects.eventsAll] : []),
+    ],
+  };
 }
 
 /** Builds every role's permissions for a prefix (default `sonar`). */
@@ -206,37 +263,10 @@ export function rolePermissions(n: Names = namesOf()): RolePermissions {
       ],
     },
     // CI jobs and the SDK's submit(): submit, cancel, and read runs and results.
-    client: {
-      pub: [
-        api('submit.*'),
-        api('cancel'),
-        ...readerPub(n),
-        ...resultsReadPub(n),
-        ...taskReportsReadPub(n),
-      ],
-      sub: [`${roleInboxPrefix('client')}.>`],
-    },
-    // Dashboards and `status`, `tail`, `export`, `workers`: reads. Its writes are requests a
-    // backend judges and carries out: cancel, rerun (a submit), poisoned retry and cancel,
-    // sweep, revoke, schedules; never an append of its own.
-    operator: {
-      pub: [
-        api('revoke'),
-        api('cancel'),
-        api('submit.*'),
-        api('poisoned.*'),
-        api('sweep'),
-        api('schedule.*'),
-        ...readerPub(n),
-        ...registryReadPub(n),
-        ...taskReportsReadPub(n),
-      ],
-      sub: [
-        // live tail of events (core NATS)
-        n.subjects.eventsAll,
-        `${roleInboxPrefix('operator')}.>`,
-      ],
-    },
+    client: readerPermissions(n, 'client'),
+    // Dashboards and `status`, `tail`, `export`, `workers`: reads, and requests a backend
+    // judges: cancel, rerun (a submit), poisoned retry and cancel, sweep, revoke, schedules.
+    operator: readerPermissions(n, 'operator'),
     // `sonar workers` / `sonar dev`: reports its children's ends; the children inherit its
     // credential and enroll with it, through the bootstrap inbox prefix.
     supervisor: {

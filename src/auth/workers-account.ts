@@ -87,9 +87,14 @@ export function workerBridges(n: Names): Bridge[] {
   ];
 }
 
-/** The application account's exports: the bridges, offered to the workers' account. */
-export function bridgeExports(n: Names): Export[] {
-  return workerBridges(n).map((b) => ({
+/**
+ * The application account's exports: the bridges of both other accounts, each subject once
+ * (an account whose exports overlap is refused by the server).
+ */
+export function bridgeExports(bridges: Bridge[]): Export[] {
+  const bySubject = new Map<string, Bridge>();
+  for (const b of bridges) if (!bySubject.has(b.subject)) bySubject.set(b.subject, b);
+  return [...bySubject.values()].map((b) => ({
     name: b.subject,
     subject: b.subject,
     type: b.type,
@@ -100,9 +105,9 @@ export function bridgeExports(n: Names): Export[] {
   }));
 }
 
-/** The workers' account's imports of the bridges. */
-export function bridgeImports(n: Names, applicationAccount: string): Import[] {
-  return workerBridges(n).map((b) => ({
+/** An account's imports of its bridges from the application account. */
+export function bridgeImports(bridges: Bridge[], applicationAccount: string): Import[] {
+  return bridges.map((b) => ({
     name: b.subject,
     subject: b.subject,
     account: applicationAccount,

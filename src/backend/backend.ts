@@ -12,7 +12,7 @@ import { connectNats, drainAndClose } from '../nats.js';
 import { createResultsSink } from '../storage/create-results-sink.js';
 import type { ConfiguredSink } from '../storage/create-results-sink.js';
 import type { OutputStore } from '../storage/output-store.js';
-import { ApiService } from './api/index.js';
+import { ApiService, ReaderConsumers } from './api/index.js';
 import type { Handlers } from './api/index.js';
 import type { BackendContext } from './context.js';
 import { checkDurability } from './storage/index.js';
@@ -81,6 +81,7 @@ export class Backend {
   private constructor(
     readonly ctx: BackendContext,
     private readonly api: ApiService,
+    private readonly readerConsumers: ReaderConsumers,
     private readonly components: Component[],
     private readonly ownsConnection: boolean,
     private readonly stopTimeoutMs: number,
@@ -179,8 +180,21 @@ export class Backend {
     const components = opts.parts.components.map((make) => make(ctx));
     for (const c of components) await c.start();
     api.start();
+    const readerConsumers = new ReaderConsumers(
+      nc,
+      n,
+      log.child({ component: 'reader-consumers' }),
+    );
+    readerConsumers.start();
     log.info('backend started', { prefix: n.prefix, seq: loop.position });
-    return new Backend(ctx, api, components, !opts.nc, opts.stopTimeoutMs ?? config.stopGraceMs);
+    return new Backend(
+      ctx,
+      api,
+      readerConsumers,
+      components,
+      !opts.nc,
+      opts.stopTimeoutMs ?? config.stopGraceMs,
+    );
   }
 
   /** Parts still working when the last stop gave up on them (SONAR_STOP_GRACE). */
@@ -215,6 +229,7 @@ export class Backend {
       });
     };
     await bounded('api', this.api.stop());
+    await bounded('reader-consumers', this.readerConsumers.stop());
     for (const c of [...this.components].reverse()) await bounded(c.name, c.stop());
     await bounded('projection', this.ctx.loop.stop());
     this.ctx.contact.stop();

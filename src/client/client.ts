@@ -1,4 +1,4 @@
-import { jetstreamManager } from '@nats-io/jetstream';
+import { jetstreamManagerOf } from '../../streams/jetstream-api.js';
 import { SpanKind } from '@opentelemetry/api';
 import { inSpan } from '../tracing/tracer.js';
 import { traceparentOf } from '../tracing/traceparent.js';
@@ -304,7 +304,7 @@ export class SonarClient {
     assertId('taskId', taskId);
     const read = async function* (c: SonarClient) {
       try {
-        yield* taskLog(c.store, await jetstreamManager(c.nc), c.n, runId, taskId, opts);
+        yield* taskLog(c.store, await jetstreamManagerOf(c.nc, c.n), c.n, runId, taskId, opts);
       } catch (err: unknown) {
         throw await explainMissingStreams(c.nc, c.n, err);
       }

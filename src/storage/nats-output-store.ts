@@ -1,5 +1,4 @@
 import { createHash } from 'node:crypto';
-import { jetstream } from '@nats-io/jetstream';
 import type { JetStreamClient } from '@nats-io/jetstream';
 import { Objm } from '@nats-io/obj';
 import type { ObjectStore } from '@nats-io/obj';
@@ -7,6 +6,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import type { Names } from '../../streams/names.js';
 import type { OutputInfo, OutputStore } from './output-store.js';
 import { ErrorCode, SonarError } from '../../actors/errors.js';
+import { jetstreamOf } from '../../streams/jetstream-api.js';
 
 /**
  * Chunks a read holds ahead of its reader. The client's own `get` pushes the whole object
@@ -34,7 +34,8 @@ export class NatsOutputStore implements OutputStore {
   /** Opens the store the topology created (the backend provisions it at start). */
   static async open(nc: NatsConnection, n: Names): Promise<NatsOutputStore> {
     const bucket = n.objectStores.outputs;
-    return new NatsOutputStore(await new Objm(nc).open(bucket), jetstream(nc), bucket);
+    const js = await jetstreamOf(nc, n);
+    return new NatsOutputStore(await new Objm(js).open(bucket), js, bucket);
   }
 
   async put(key: string, data: Uint8Array): Promise<string> {

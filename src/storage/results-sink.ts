@@ -5,6 +5,7 @@ import { ErrorCode, SonarError } from '../../actors/errors.js';
 import { isWrongLastSequence } from '../../streams/errors.js';
 import type { Names } from '../../streams/names.js';
 import { INLINE_OUTPUT_MAX } from './output-store.js';
+import { jetstreamOf } from '../../streams/jetstream-api.js';
 
 /**
  * One finalized result: the record a sink keeps per task (DESIGN.md section 7), keyed
@@ -148,7 +149,7 @@ export class KvResultsSink implements ResultsSink, ResultsReader {
   constructor(readonly kv: KV) {}
 
   static async open(nc: NatsConnection, n: Names): Promise<KvResultsSink> {
-    return new KvResultsSink(await new Kvm(nc).open(n.buckets.results));
+    return new KvResultsSink(await new Kvm(await jetstreamOf(nc, n)).open(n.buckets.results));
   }
 
   async upsert(record: ResultRecord, output: OutputBody): Promise<UpsertOutcome> {

@@ -2,6 +2,7 @@ import { KvWatchInclude, Kvm } from '@nats-io/kv';
 import type { KV } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { Names } from '../../streams/names.js';
+import { jetstreamOf } from '../../streams/jetstream-api.js';
 
 /** The latest progress a task's attempt reported (`ctx.progress(value)`). */
 export interface TaskProgress {
@@ -42,7 +43,7 @@ export class ProgressStore {
   private constructor(readonly kv: KV) {}
 
   static async open(nc: NatsConnection, n: Names): Promise<ProgressStore> {
-    return new ProgressStore(await new Kvm(nc).open(n.buckets.progress));
+    return new ProgressStore(await new Kvm(await jetstreamOf(nc, n)).open(n.buckets.progress));
   }
 
   async put(p: TaskProgress): Promise<void> {

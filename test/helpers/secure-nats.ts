@@ -171,8 +171,9 @@ export interface SecureCluster extends SecureEnvironment {
 /**
  * A cluster in secure mode (see nats-cluster.ts for the nodes): one `sonar creds init`, and
  * every node's config holds what resolver.conf holds (operator, system account, a full
- * resolver that preloads both accounts), each node with a resolver directory of its own.
- * Readiness is checked with the operator role's credential.
+ * resolver that preloads every account), each node with a resolver directory of its own.
+ * Readiness is checked with the backend's credential: the one role in the account that has
+ * JetStream.
  */
 export async function startSecureCluster(
   opts: { prefix?: string } & Omit<NatsClusterOptions, 'nodeConfig' | 'connectOptions'> = {},
@@ -183,14 +184,14 @@ export async function startSecureCluster(
     const { credentials, paths } = await initCredentials(dir, {
       ...(prefix !== undefined && { prefix }),
     });
-    const operator = await readCreds(paths.creds.operator);
+    const backend = await readCreds(paths.creds.backend);
     const cluster = await startNatsCluster({
       ...clusterOpts,
       // The generated fragment, with the node's own JWT directory in place of the shared one.
       nodeConfig: (node) => resolverConf(credentials, join(node.dir, 'jwt')),
       connectOptions: {
-        authenticator: operator.authenticator,
-        ...(operator.inboxPrefix !== undefined && { inboxPrefix: operator.inboxPrefix }),
+        authenticator: backend.authenticator,
+        ...(backend.inboxPrefix !== undefined && { inboxPrefix: backend.inboxPrefix }),
       },
     });
     return {

@@ -8,12 +8,15 @@ import { mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { decode } from '@nats-io/jwt';
-import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { AckPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import { connect, credsAuthenticator } from '@nats-io/transport-node';
 import type { ConnectionOptions, NatsConnection } from '@nats-io/transport-node';
 import { afterAll, describe, expect, it } from 'vitest';
 import { names } from '../../streams/names.js';
+import { jetstreamOf, jetstreamOptions } from '../../streams/jetstream-api.js';
+import { ReaderConsumers } from '../../src/backend/api/index.js';
+import { createLogger } from '../../src/log.js';
 import { ensureTopology } from '../../streams/provision.js';
 import { DEFAULT_TOPOLOGY_OPTIONS, dispatchConsumer } from '../../streams/topology.js';
 import type { CredsRole } from '../../src/auth/creds-init.js';
@@ -138,19 +141,39 @@ describe('sonar creds init on nats-server 2.9.10', () => {
     await eventually(() => violations.some((v) => /Publish to "_INBOX_R\.backend\./.test(v)));
   });
 
-  it('operator and client read events and the registry, and delete no consumer', async () => {
+  it('operator and client read events and the registry from the readers’ account, and delete no consumer', async () => {
     const backend = await connectRole('backend');
+    // A backend passes readers' consumer creates on to JetStream, after checking them.
+    const creates = new ReaderConsumers(backend, n, createLogger({ level: 'error' }));
+    creates.start();
+    await backend.flush();
     await jetstream(backend).publish(n.subjects.run('creds-r1'), '{"type":"probe"}');
     await new Kvm(backend).open(n.buckets.workers).then((kv) => kv.put('w-listed', '{}'));
+    const kept = 'backend-durable';
+    const backendJsm = await jetstreamManager(backend);
+    await backendJsm.consumers.add(n.streams.events, {
+      durable_name: kept,
+      ack_policy: AckPolicy.None,
+    });
     for (const role of ['operator', 'client'] as const) {
       const nc = await connectRole(role);
-      const consumer = await jetstream(nc).consumers.get(n.streams.events);
+      // the readers' account has no JetStream of its own: the reader finds its API prefix
+      expect(await jetstreamOptions(nc, n), role).toEqual({ apiPrefix: n.subjects.readerJsApi });
+      const consumer = await (await jetstreamOf(nc, n)).consumers.get(n.streams.events);
       const first = await consumer.next({ expires: 2_000 });
       expect(first?.subject, role).toBe(n.subjects.run('creds-r1'));
       await consumer.delete().catch(() => {}); // refused: the server reaps it once idle
-      expect(await publishOutcome(nc, `$JS.API.CONSUMER.DELETE.${n.streams.events}.x`)).toBe(
+      expect(await publishOutcome(nc, `$JS.API.CONSUMER.DELETE.${n.streams.events}.${kept}`)).toBe(
         'denied',
       );
+      // Under its own prefix the delete reaches no one: the readers' account imports none.
+      expect(
+        await publishOutcome(
+          nc,
+          `${n.subjects.readerJsApi}.CONSUMER.DELETE.${n.streams.events}.${kept}`,
+        ),
+      ).toBe('allowed');
+      expect((await backendJsm.consumers.info(n.streams.events, kept)).name).toBe(kept);
       expect(await publishOutcome(nc, n.subjects.run('forged'))).toBe('denied');
       // Only an operator may revoke a worker.
       expect(await publishOutcome(nc, n.subjects.api('revoke'))).toBe(
@@ -159,7 +182,8 @@ describe('sonar creds init on nats-server 2.9.10', () => {
     }
     const operator = await connectRole('operator');
     const keys: string[] = [];
-    for await (const k of await (await new Kvm(operator).open(n.buckets.workers)).keys()) {
+    const registry = await new Kvm(await jetstreamOf(operator, n)).open(n.buckets.workers);
+    for await (const k of await registry.keys()) {
       keys.push(k);
     }
     expect(keys).toContain('w-listed');
@@ -167,6 +191,7 @@ describe('sonar creds init on nats-server 2.9.10', () => {
     expect(await publishOutcome(client, n.subjects.api('submit.begin'))).toBe('allowed');
     // An operator reruns by submitting; it still never appends to a stream itself.
     expect(await publishOutcome(operator, n.subjects.api('submit.begin'))).toBe('allowed');
+    await creates.stop();
   });
 
   it('the backend answers a worker and a bootstrap holder on their own inboxes', async () => {

@@ -7,6 +7,7 @@
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, describe, expect, it } from 'vitest';
+import { jetstreamManagerOf } from '../../streams/jetstream-api.js';
 import { names } from '../../streams/names.js';
 import { pushRevocation } from '../../src/auth/revoke.js';
 import { eventually } from '../helpers/eventually.js';
@@ -30,16 +31,17 @@ async function onNode(i: number, role: 'backend' | 'operator' | 'sys'): Promise<
 describe('a secure cluster', () => {
   it('every node knows the account from resolver_preload and serves its R3 streams', async () => {
     const n = names(secure().prefix);
-    const stream = `${n.streams.events}_PROBE`;
+    // the events stream: the one every reader reads, from the readers' account
+    const stream = n.streams.events;
     const backend = await onNode(0, 'backend');
     const jsm = await jetstreamManager(backend);
     await eventually(
-      () => jsm.streams.add({ name: stream, subjects: [`${n.prefix}.probe.>`], num_replicas: 3 }),
+      () => jsm.streams.add({ name: stream, subjects: [n.subjects.eventsAll], num_replicas: 3 }),
       { timeoutMs: 20_000, message: 'R3 stream created' },
     );
     for (let i = 0; i < 3; i++) {
       const operator = await onNode(i, 'operator');
-      const info = await (await jetstreamManager(operator)).streams.info(stream);
+      const info = await (await jetstreamManagerOf(operator, n)).streams.info(stream);
       expect(info.config.num_replicas).toBe(3);
       expect(info.cluster?.replicas ?? []).toHaveLength(2);
     }

@@ -8,6 +8,7 @@ import {
   issuesOf,
   listIssues,
 } from '../../../actors/errors.js';
+import { isStoredSubject } from '../../../streams/names.js';
 import type { Names } from '../../../streams/names.js';
 import type { Logger } from '../../log.js';
 import { WORKER_VERBS, requestSchemas } from '../../protocol.js';
@@ -167,7 +168,7 @@ export class ApiService {
 
   private async handle(route: Route, msg: Msg): Promise<void> {
     const { verb } = route;
-    if (msg.reply && this.isStoredSubject(msg.reply)) {
+    if (msg.reply && isStoredSubject(this.names, msg.reply)) {
       // NATS does not check a reply subject against the sender's permissions, and this
       // backend may publish into every stream: answering would let any caller write there.
       this.log.warn('api request refused: its reply subject is a stored one', {
@@ -246,7 +247,7 @@ export class ApiService {
       });
       this.busy = { refused: 0, loggedAt: now };
     }
-    if (!msg.reply || this.isStoredSubject(msg.reply)) return;
+    if (!msg.reply || isStoredSubject(this.names, msg.reply)) return;
     const err = new SonarError(ErrorCode.Unavailable, `${route.verb}: backend busy: ${why}`, {
       verb: route.verb,
     });
@@ -255,11 +256,6 @@ export class ApiService {
     } catch {
       // The connection is gone: the request times out and is retried.
     }
-  }
-
-  /** Subjects that streams, buckets or JetStream own: never a requester's inbox. */
-  private isStoredSubject(subject: string): boolean {
-    return subject.startsWith(`${this.names.prefix}.`) || /^\$(KV|O|JS|SYS)\./.test(subject);
   }
 
   private async dispatch(

@@ -1,6 +1,7 @@
 /** The api component's entrance: what the rest of Sonar may use of it. */
 export { ApiService, validationErrorOf } from './api-service.js';
 export type { ApiCall, Handlers } from './api-service.js';
+export { ReaderConsumers } from './reader-consumers.js';
 export { Enrollments } from './enrollments.js';
 export type { WorkerCredentialIssuer } from './handlers/enrollment-handlers.js';
 export { apiHandlers } from './handlers/index.js';

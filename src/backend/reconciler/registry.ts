@@ -6,6 +6,7 @@ import type { Names } from '../../../streams/names.js';
 import { registryEntrySchema } from '../../protocol.js';
 import type { RegistryEntry } from '../../protocol.js';
 import { ErrorCode, SonarError } from '../../../actors/errors.js';
+import { jetstreamOf } from '../../../streams/jetstream-api.js';
 
 /**
  * A live registry entry as the backend sees it: the worker's own fields, with `pulseAt`
@@ -25,7 +26,7 @@ export class Registry {
   private constructor(readonly kv: KV) {}
 
   static async open(nc: NatsConnection, n: Names): Promise<Registry> {
-    return new Registry(await new Kvm(nc).open(n.buckets.workers));
+    return new Registry(await new Kvm(await jetstreamOf(nc, n)).open(n.buckets.workers));
   }
 
   /**

@@ -57,6 +57,7 @@ import {
   encodeCapture,
 } from './snapshot-codec.js';
 import type { SnapshotHeader } from './snapshot-codec.js';
+import { jetstreamOf } from '../../../streams/jetstream-api.js';
 
 /** The object's name in `<prefix>_snapshots`. */
 export const SNAPSHOT_OBJECT = 'projection';
@@ -136,7 +137,9 @@ export function snapshotFingerprint(): string {
 
 async function openStore(deps: SnapshotDeps): Promise<ObjectStore | null> {
   try {
-    return await new Objm(deps.nc).open(deps.names.objectStores.snapshots);
+    return await new Objm(await jetstreamOf(deps.nc, deps.names)).open(
+      deps.names.objectStores.snapshots,
+    );
   } catch (err: unknown) {
     deps.log.debug('no snapshot store', { err });
     return null;

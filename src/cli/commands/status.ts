@@ -18,6 +18,7 @@ import { TASK_STATES } from '../../backend/storage/index.js';
 import { ErrorCode, SonarError } from '../../../actors/errors.js';
 import { ProgressStore } from '../../storage/task-progress.js';
 import type { TaskProgress } from '../../storage/task-progress.js';
+import { jetstreamOf } from '../../../streams/jetstream-api.js';
 
 interface StatusFlags extends ConnectionFlags {
   run?: string;
@@ -26,7 +27,7 @@ interface StatusFlags extends ConnectionFlags {
 }
 
 async function lockHolder(ctx: CliContext): Promise<string | null> {
-  const kv = await new Kvm(ctx.nc).open(ctx.names.buckets.locks);
+  const kv = await new Kvm(await jetstreamOf(ctx.nc, ctx.names)).open(ctx.names.buckets.locks);
   const e = await kv.get(RECONCILER_LOCK);
   return e?.operation === 'PUT' ? e.string() : null;
 }
