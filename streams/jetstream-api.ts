@@ -3,7 +3,9 @@
  * or the readers' API prefix (`<prefix>.rjs.API`) for a client or operator in the readers'
  * account (secure mode, docs/threat-model.md). Found once per connection by asking
  * `$JS.API.INFO`: the readers' account has no JetStream of its own and says so. Every reader
- * of a stream, bucket or object store takes its JetStream context from here.
+ * of a stream, bucket or object store takes its JetStream context from here. Only readers and
+ * backends do: a worker in the workers' account (which has no JetStream either) takes the
+ * prefix its enrollment names instead.
  */
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { JetStreamClient, JetStreamManager, JetStreamOptions } from '@nats-io/jetstream';

@@ -205,11 +205,9 @@ function readerPermissions(n: Names, role: ReaderRole): PermissionSet {
       // account (streams/jetstream-api.ts)
       '$JS.API.INFO',
     ],
-    sub: [
-      `${roleInboxPrefix(role)}.>`,
-      // live tail of events (core NATS)
-      ...(role === 'operator' ? [n.subjects.eventsAll] : []),
-    ],
+    // Its own inbox only: nothing else of the application account is delivered here (an
+    // answer aimed at an imported stream would reach every subscriber of it).
+    sub: [`${roleInboxPrefix(role)}.>`],
   };
 }
 

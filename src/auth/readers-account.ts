@@ -14,7 +14,7 @@
  *   inboxes (reader-consumers.ts);
  * - the readers' inboxes as a stream from the application account, where push consumers
  *   deliver, and flow control back;
- * - their API verbs, and the event subjects for a live tail.
+ * - their API verbs.
  */
 import {
   readerJsNeeds,
@@ -64,7 +64,6 @@ export function readerBridges(n: Names): Bridge[] {
       subject: `${roleInboxPrefix(role)}.>`,
       type: 'stream',
     })),
-    { subject: n.subjects.eventsAll, type: 'stream' },
   );
   return bridges;
 }

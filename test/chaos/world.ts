@@ -6,12 +6,13 @@
  *
  * Every process holds its own role's credential, as in a deployment: backends the backend's
  * (with the worker signing key), workers only the fleet's bootstrap credential (they enroll
- * and connect as themselves), `sonar export` the operator's. The test's own connections do
- * the same: it submits and reads results as a client, reads the log, the registry and the
- * leader lock as an operator, and reports its workers' exits as a supervisor.
+ * and connect as themselves), `sonar export` the operator's. The test submits and reads
+ * results as a client and reports its workers' exits as a supervisor; it observes (the
+ * registry, the leader lock, streams' depths and consumers for its diagnostics) with the
+ * backend's credential, since no reader role may list consumers or see every stream.
  */
-import { jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
+import { jetstreamManagerOf, jetstreamOf } from '../../streams/jetstream-api.js';
 import type { KV } from '@nats-io/kv';
 import type { ConnectionOptions, NatsConnection } from '@nats-io/transport-node';
 import type { CredsRole } from '../../src/auth/creds-init.js';
@@ -133,7 +134,7 @@ export class ChaosWorld {
     readonly env: Record<string, string>,
     readonly secure: SecureEnvironment,
     readonly n: Names,
-    /** The test's reading connection, as an operator: the log, the registry, the lock. */
+    /** The test's observing connection, as a backend: the registry, the lock, any stream. */
     readonly nc: NatsConnection,
     /** The test's client connection: submits, run status, the results sink. */
     readonly clientNc: NatsConnection,
@@ -148,7 +149,7 @@ export class ChaosWorld {
     // The test's own connections must outlive a server restart too.
     const life: Partial<ConnectionOptions> = { maxReconnectAttempts: -1, reconnectTimeWait: 250 };
     const [nc, clientNc, supervisorNc] = await Promise.all(
-      (['operator', 'client', 'supervisor'] as const).map((role) =>
+      (['backend', 'client', 'supervisor'] as const).map((role) =>
         opts.secure.connectAs(role, life),
       ),
     );
@@ -271,7 +272,7 @@ export class ChaosWorld {
 
   /** Waits until every one of `procs` has its key in the registry (joined and pulsing). */
   async waitWorkersLive(procs: SonarProcess[], timeoutMs = 60_000): Promise<void> {
-    const kv = await new Kvm(this.nc).open(this.n.buckets.workers);
+    const kv = await new Kvm(await jetstreamOf(this.nc, this.n)).open(this.n.buckets.workers);
     await eventually(
       async () => {
         const keys = new Set<string>();
@@ -297,19 +298,21 @@ export class ChaosWorld {
 
   /** The nodeId holding the reconciler lock, or null. */
   async leader(): Promise<string | null> {
-    this.locks ??= new Kvm(this.nc).open(this.n.buckets.locks);
+    this.locks ??= jetstreamOf(this.nc, this.n).then((js) =>
+      new Kvm(js).open(this.n.buckets.locks),
+    );
     const e = await (await this.locks).get('reconciler');
     return e?.operation === 'PUT' ? e.string() : null;
   }
 
   /**
    * Results finalized so far: the sink bucket's message count (history 1, one per task), from
-   * its stream info (an operator may read that, not the results).
+   * its stream info, as a client (the role that reads results).
    */
   async finalizedCount(): Promise<number> {
     const url = this.env['SONAR_RESULTS_URL'];
     if (url !== undefined) return pgRowCount(url, this.n.prefix);
-    const jsm = await jetstreamManager(this.nc);
+    const jsm = await jetstreamManagerOf(this.clientNc, this.n);
     const info = await jsm.streams.info(`KV_${this.n.buckets.results}`);
     return info.state.messages;
   }
@@ -390,13 +393,13 @@ export class ChaosWorld {
       const records = await pgRecords(url, this.n.prefix);
       return { records, writes: await pgWrites(url, this.n.prefix) };
     }
-    const kv = await new Kvm(this.clientNc).open(this.n.buckets.results);
+    const kv = await new Kvm(await jetstreamOf(this.clientNc, this.n)).open(this.n.buckets.results);
     const records = new Map<string, StoredResult>();
     for await (const key of await kv.keys()) {
       const e = await kv.get(key);
       if (e?.operation === 'PUT') records.set(key, e.json<StoredResult>());
     }
-    const jsm = await jetstreamManager(this.clientNc);
+    const jsm = await jetstreamManagerOf(this.clientNc, this.n);
     // History 1 keeps one message per key, but last_seq counts every write ever made.
     const writes = (await jsm.streams.info(`KV_${this.n.buckets.results}`)).state.last_seq;
     return { records, writes };

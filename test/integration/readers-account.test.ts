@@ -39,16 +39,22 @@ async function connectAs(role: ReaderRole | 'backend'): Promise<NatsConnection> 
   return nc;
 }
 
-/** Where a forged write would show: the event log's end and four keys that must stay absent. */
-async function landed(): Promise<{ eventsEnd: number; keys: string[] }> {
+/**
+ * Where a forged write would show: the end of every stream that is not a bucket, and four
+ * keys that must stay absent.
+ */
+async function landed(): Promise<{ ends: Record<string, number>; keys: string[] }> {
   const jsm = await jetstreamManager(backendNc);
-  const eventsEnd = (await jsm.streams.info(n.streams.events)).state.last_seq;
+  const ends: Record<string, number> = {};
+  for (const stream of Object.values(n.streams)) {
+    ends[stream] = (await jsm.streams.info(stream)).state.last_seq;
+  }
   const keys: string[] = [];
   for (const [bucket, key] of TARGET_KEYS) {
     const kv = await new Kvm(backendNc).open(bucket);
     if ((await kv.get(key)) !== null) keys.push(`${bucket}/${key}`);
   }
-  return { eventsEnd, keys };
+  return { ends, keys };
 }
 
 const TARGET_KEYS = [
@@ -149,6 +155,23 @@ describe('readers in an account of their own (secure mode)', () => {
       ack_policy: 'none',
     });
     expect(durable.error?.description).toMatch(/durable_name/);
+    // nats-server reads JSON keys without case: a key spelt otherwise is refused, not missed
+    for (const key of ['Deliver_Subject', 'DELIVER_SUBJECT']) {
+      const answer = await create(client, n.streams.events, {
+        [key]: `$KV.${n.buckets.results}.forged`,
+        ack_policy: 'none',
+      });
+      expect(answer.error?.description, key).toContain(`config.${key}`);
+    }
+    // and a repeated config is not merged: JetStream gets the create as checked
+    const repeated = await client.request(
+      `${api}.CONSUMER.CREATE.${n.streams.events}`,
+      `{"stream_name":"${n.streams.events}","config":{"deliver_subject":"$KV.${n.buckets.results}.forged"},"config":{"ack_policy":"none","inactive_threshold":5000000000}}`,
+      { timeout: 5_000 },
+    );
+    const made = repeated.json<{ config?: { deliver_subject?: string } }>();
+    expect(made.config, JSON.stringify(made)).toBeDefined();
+    expect(made.config?.deliver_subject).toBeUndefined();
     // An operator's consumer, then a client's create that would redirect it to itself.
     const operator = await connectAs('operator');
     const taken = await create(operator, `${n.streams.events}.taken`, {
@@ -180,6 +203,27 @@ describe('readers in an account of their own (secure mode)', () => {
       config: { deliver_subject: `$KV.${n.buckets.results}.forged`, ack_policy: 'none' },
     });
     await jetstream(backendNc).publish(n.subjects.run('readers-bytes'), forgedConfig);
+    // A pull of a consumer with acks, aimed at a verb: its deliveries carry an ack reply.
+    const operator = await connectAs('operator');
+    const acked = await create(operator, `${n.streams.events}.acked`, {
+      name: 'acked',
+      ack_policy: 'explicit',
+      inactive_threshold: 60e9,
+    });
+    expect(acked.error, JSON.stringify(acked)).toBeUndefined();
+    operator.publish(`${api}.CONSUMER.MSG.NEXT.${n.streams.events}.acked`, '{"batch":3}', {
+      reply: n.subjects.api('cancel'),
+    });
+    await operator.flush();
+    // JetStream shows a delivery under its stream's subject, which names no verb: ignored
+    await eventually(() =>
+      backend
+        .stderr()
+        .split('\n')
+        .some(
+          (l) => l.includes('api messages ignored') && l.includes(`"subject":"${n.prefix}.events.`),
+        ),
+    );
     const before = await landed();
     const client = await connectAs('client');
     const get = JSON.stringify({ last_by_subj: n.subjects.run('readers-bytes') });
@@ -192,7 +236,6 @@ describe('readers in an account of their own (secure mode)', () => {
     }
     await client.flush();
     await eventually(() => backend.stderr().includes('reader consumer messages ignored'));
-    await eventually(() => backend.stderr().includes('api messages ignored'));
     expect(backend.running).toBe(true);
     expect(await landed()).toEqual(before);
     // the server is still up, and a reader still reads

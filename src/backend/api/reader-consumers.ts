@@ -1,9 +1,12 @@
 /**
  * Serves readers' consumer creates (`<prefix>.reader.consumer.<stream>[.<name>[.<filter>]]`,
  * imported by the readers' account as `CONSUMER.CREATE` under its API prefix): checks each
- * (reader-consumer-check.ts), refuses a name already in use, and passes the rest on to
- * JetStream unchanged, answering with JetStream's own answer, so nats.js on the reader's side
- * sees an ordinary create. Every backend serves it, in one queue group.
+ * (reader-consumer-check.ts), refuses a name already in use, and sends JetStream the create
+ * as checked (rebuilt, never the bytes as they came), answering with JetStream's own answer,
+ * so nats.js on the reader's side sees an ordinary create. Every backend serves it, in one
+ * queue group. The name check and the create are two steps: a create with the same name
+ * landing between them (on another backend) would change that consumer; nats.js names its
+ * consumers with random ids, which another reader would have to guess.
  */
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { JetStreamManager } from '@nats-io/jetstream';
@@ -53,9 +56,14 @@ export class ReaderConsumers {
           this.log.error('reader consumer subscription failed', { err });
           return;
         }
-        // No reply: an answer someone aimed here, not a request (as in api-service.ts). A
-        // stored reply: an answer that would land in a stream.
-        if (!msg.reply || isStoredSubject(this.names, msg.reply)) {
+        // No reply: an answer someone aimed here, not a request (as in api-service.ts); nor
+        // is a JetStream delivery aimed here, which shows its stream's subject. A stored
+        // reply: an answer that would land in a stream.
+        if (
+          !msg.reply ||
+          !msg.subject.startsWith(prefix) ||
+          isStoredSubject(this.names, msg.reply)
+        ) {
           this.ignore(msg);
           return;
         }
@@ -95,9 +103,12 @@ export class ReaderConsumers {
         msg.respond(refusal(why));
         return;
       }
-      const answer = await this.nc.request(`$JS.API.CONSUMER.CREATE.${rest}`, msg.data, {
-        timeout: CREATE_TIMEOUT_MS,
-      });
+      // the create as checked, rebuilt: never the bytes as they came
+      const answer = await this.nc.request(
+        `$JS.API.CONSUMER.CREATE.${rest}`,
+        JSON.stringify(checked.body),
+        { timeout: CREATE_TIMEOUT_MS },
+      );
       msg.respond(answer.data);
     } catch (err) {
       // JetStream did not answer in time, or the connection is gone: the reader's request
