@@ -1,8 +1,10 @@
 import { DeliverPolicy, JetStreamApiError, JetStreamApiCodes, jetstream } from '@nats-io/jetstream';
 import type {
+  Consumer,
   JetStreamClient,
   JetStreamManager,
   JsMsg,
+  OrderedConsumerOptions,
   MsgRequest,
   PubAck,
 } from '@nats-io/jetstream';
@@ -150,6 +152,26 @@ export class EventStore {
     return this.readerPromise;
   }
 
+  /**
+   * An ordered consumer on the events stream. In the readers' account a backend makes it
+   * (docs/threat-model.md): while no backend is connected (one restarting, or all of them
+   * just back from an outage) the create goes unanswered, since no "no responders" crosses an
+   * import, so it is asked again for up to {@link READER_CREATE_WAIT_MS}.
+   */
+  private async orderedConsumer(opts: Partial<OrderedConsumerOptions>): Promise<Consumer> {
+    const js = await this.reader();
+    const viaBackend = js.getOptions().apiPrefix !== undefined;
+    const deadline = performance.now() + READER_CREATE_WAIT_MS;
+    for (;;) {
+      try {
+        return await js.consumers.get(this.names.streams.events, opts);
+      } catch (err) {
+        const unanswered = err instanceof Error && /timeout|no responders/i.test(err.message);
+        if (!viaBackend || !unanswered || performance.now() >= deadline) throw err;
+      }
+    }
+  }
+
   /** Appends one event; maps a stale `expectedSeq` (err 10071) to ConcurrencyError. */
   async append(subject: string, event: NewEvent, opts: AppendOptions = {}): Promise<Appended> {
     let ack: PubAck;
@@ -295,9 +317,7 @@ export class EventStore {
     end: number,
     onRecord: (r: EventRecord) => void | Promise<void>,
   ): Promise<{ last: number; stalled: boolean }> {
-    const consumer = await (
-      await this.reader()
-    ).consumers.get(this.names.streams.events, {
+    const consumer = await this.orderedConsumer({
       ...this.filterOf(filter),
       ...startOf({ fromSeq }),
     });
@@ -369,9 +389,7 @@ export class EventStore {
     onRecord: (r: EventRecord) => void,
     opts: ReadOptions = {},
   ): Promise<{ close: () => Promise<void>; closed: Promise<void | Error> }> {
-    const consumer = await (
-      await this.reader()
-    ).consumers.get(this.names.streams.events, {
+    const consumer = await this.orderedConsumer({
       ...this.filterOf(opts.filter),
       ...startOf(opts),
     });
@@ -400,9 +418,7 @@ export class EventStore {
     records: AsyncIterable<EventRecord>;
     close: () => Promise<void>;
   }> {
-    const consumer = await (
-      await this.reader()
-    ).consumers.get(this.names.streams.events, {
+    const consumer = await this.orderedConsumer({
       ...this.filterOf(opts.filter),
       ...startOf(opts),
     });
@@ -421,6 +437,12 @@ export class EventStore {
 
 /** See followEach. */
 const FOLLOW_EXPIRES_MS = 5_000;
+
+/**
+ * How long a reader asks again for a consumer a backend makes: a backend reconnects within
+ * seconds of a server's return, and a read that needs one waits that long, not forever.
+ */
+const READER_CREATE_WAIT_MS = 30_000;
 
 /**
  * How long a replay waits on a consumer that delivers nothing before it looks again where

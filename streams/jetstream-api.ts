@@ -10,6 +10,7 @@
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { JetStreamClient, JetStreamManager, JetStreamOptions } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
+import { ErrorCode, SonarError } from '../actors/errors.js';
 import type { Names } from './names.js';
 
 /** JetStream's "not enabled for account" error code. */
@@ -28,7 +29,13 @@ async function probe(nc: NatsConnection, n: Names): Promise<JetStreamOptions> {
     }
   } catch (err) {
     // A server without JetStream has no responder: the default then fails with its own error.
-    if (!(err instanceof Error && /no responders/i.test(err.message))) throw err;
+    if (err instanceof Error && /no responders/i.test(err.message)) return {};
+    throw new SonarError(
+      ErrorCode.Unavailable,
+      `$JS.API.INFO (finding this connection's JetStream API) not answered: ${err instanceof Error ? err.message : String(err)}`,
+      {},
+      { cause: err },
+    );
   }
   return {};
 }

@@ -180,8 +180,9 @@ export class Worker {
       this.api,
       this.ended.signal,
       () => this.enrollAgain(),
+      // Fenced by the backend (revoked, Lost or Left): it removed the registry key itself.
       (err) => {
-        void this.failWith(err);
+        void this.failWith(err, { removeKey: false });
       },
     );
     this.execution = new TaskExecution({
@@ -565,17 +566,27 @@ export class Worker {
     this.lifecycle.send({ type: 'release' });
   }
 
-  /** Ends the worker as Failed: tasks are abandoned unreported, the reconciler recovers them. */
-  private async failWith(err: unknown): Promise<void> {
+  /**
+   * Ends the worker as Failed: tasks are abandoned unreported, the reconciler recovers them.
+   * `removeKey: false` when the backend fenced this worker's credential (revoked, Lost or
+   * Left): it removed the key when it declared the worker Lost (and the key's TTL ends it in
+   * any case), and a revoked worker's connection, which the server now refuses, would only
+   * spend the stop grace trying.
+   */
+  private async failWith(err: unknown, how = { removeKey: true }): Promise<void> {
     if (isEnded(this.snapshot())) return;
     this.lifecycle.send({ type: 'fail', error: err });
     this.log.error('worker failed', { err });
     this.execution?.abandonAll();
     this.spot?.stop();
     // Bounded: removing the key waits for the pulse in flight, and a drain for a flush,
-    // which a connection the server refuses (a revoked worker's) never gets.
+    // which a connection the server refuses never gets.
     const grace = new Deadline(this.opts.stopGraceMs);
-    await grace.settle(this.pulse?.remove().catch(() => {}) ?? Promise.resolve());
+    if (how.removeKey) {
+      await grace.settle(this.pulse?.remove().catch(() => {}) ?? Promise.resolve());
+    } else {
+      this.log.info('registry key left to the backend: it fenced this worker');
+    }
     await this.close(grace);
     this.settle.reject(err);
   }

@@ -58,6 +58,8 @@ async function submitAndWait(runId: string, tasks: number): Promise<void> {
   const submit = spawnSonar(`submit ${runId}`, ['submit', file, '--wait'], {
     ...secure().envFor('client'),
     ...FAST,
+    // a failure prints its stack
+    SONAR_DEBUG: '1',
   });
   // A run that does not end says why: what every process said, not only a test timeout.
   const timer = setTimeout(() => void submit.kill('SIGTERM'), SUBMIT_WAIT_MS);
@@ -207,6 +209,9 @@ describe('secure mode', () => {
     expect(w1.stderr()).toMatch(/authorization|revoked|conflict/i);
     // It ends by itself: its connection, dialling with a refused credential, is closed too.
     expect(w1.stderr()).not.toMatch(/sonar: still open/);
+    // Nor does it spend its stop grace on a registry key it can no longer reach.
+    expect(w1.stderr()).toMatch(/registry key left to the backend/);
+    expect(w1.stderr()).not.toMatch(/stop grace ran out|registry key not deleted/);
     const w2 = workers.get('sec-w2')!;
     expect(w2.running, w2.stderr()).toBe(true);
     await submitAndWait('sec-r3', 4);

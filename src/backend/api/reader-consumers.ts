@@ -81,6 +81,8 @@ export class ReaderConsumers {
   }
 
   private async handle(rest: string, msg: Msg): Promise<void> {
+    const started = performance.now();
+    this.log.debug('reader consumer create asked', { rest });
     try {
       let body: unknown;
       try {
@@ -110,6 +112,10 @@ export class ReaderConsumers {
         { timeout: CREATE_TIMEOUT_MS },
       );
       msg.respond(answer.data);
+      this.log.debug('reader consumer create answered', {
+        rest,
+        ms: Math.round(performance.now() - started),
+      });
     } catch (err) {
       // JetStream did not answer in time, or the connection is gone: the reader's request
       // times out and nats.js asks again.
@@ -118,7 +124,14 @@ export class ReaderConsumers {
   }
 
   private async exists(stream: string, name: string): Promise<boolean> {
-    this.jsm ??= jetstreamManager(this.nc);
+    if (this.jsm === null) {
+      const made = jetstreamManager(this.nc);
+      this.jsm = made;
+      // made during an outage: asked again at the next create, not kept failing
+      made.catch(() => {
+        if (this.jsm === made) this.jsm = null;
+      });
+    }
     try {
       await (await this.jsm).consumers.info(stream, name);
       return true;
