@@ -11,11 +11,17 @@
 // line ends the output even when they fail (CI reads it), and the suite still runs.
 import { spawnSync } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const resultsFile = join(root, '.vitest-results.json');
+
+function firstLine(text) {
+  return String(text ?? 'no message')
+    .split('\n')[0]
+    .slice(0, 300);
+}
 
 function summarize(passed, failed) {
   passed += checksPassed;
@@ -75,10 +81,21 @@ try {
 const count = (value) => (Number.isInteger(value) && value > 0 ? value : 0);
 const passed = count(report.numPassedTests);
 let failed = count(report.numFailedTests);
+// What failed is listed again right above the summary line: CI logs are often read from
+// their tail, and vitest's own account of a failure is far above it.
+const failures = [];
 for (const file of Array.isArray(report.testResults) ? report.testResults : []) {
-  const failedTests = (file.assertionResults ?? []).filter((t) => t.status === 'failed').length;
+  const name = relative(root, String(file.name ?? '?'));
+  const failedTests = (file.assertionResults ?? []).filter((t) => t.status === 'failed');
+  for (const t of failedTests) {
+    failures.push(`${name} > ${t.fullName ?? t.title}: ${firstLine(t.failureMessages?.[0])}`);
+  }
   // The file failed on its own: an import error, a crash, a failing beforeAll/afterAll.
-  if (file.status === 'failed' && failedTests === 0) failed += 1;
+  if (file.status === 'failed' && failedTests.length === 0) {
+    failed += 1;
+    failures.push(`${name}: ${firstLine(file.message)}`);
+  }
 }
+for (const line of failures) process.stdout.write(`FAILED ${line}\n`);
 if (vitestFailed && failed === 0) failed = 1;
 summarize(passed, failed);
