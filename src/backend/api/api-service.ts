@@ -1,3 +1,4 @@
+import { ThrottledWarning } from '../../throttled-warning.js';
 import type { NatsConnection, Msg, Subscription } from '@nats-io/transport-node';
 import type { z } from 'zod';
 import {
@@ -92,9 +93,6 @@ export interface ApiServiceOptions {
   inflightLimits?: InflightLimits;
 }
 
-/** A busy backend says so at most this often in its log. */
-const BUSY_LOG_GAP_MS = 10_000;
-
 /** A request's verb, and the worker the subject names when asked on a worker's own subject. */
 interface Route {
   verb: string;
@@ -117,8 +115,9 @@ export class ApiService {
   private inflight = new Set<Promise<void>>();
   private readonly stopping = new StragglerGuard('api');
   private readonly budget: InflightBudget;
-  private busy = { refused: 0, loggedAt: -Infinity };
-  private forged = { ignored: 0, loggedAt: -Infinity };
+  /** A busy backend, or a flood of forged messages, says so every few seconds at most. */
+  private readonly busy: ThrottledWarning;
+  private readonly forged: ThrottledWarning;
   /** Whether requests get spans of their own (tracingInUse), settled at start. */
   private tracing = true;
 
@@ -130,6 +129,12 @@ export class ApiService {
     private readonly opts: ApiServiceOptions = { sharedWorkerVerbs: true },
   ) {
     this.budget = new InflightBudget(opts.inflightLimits);
+    this.busy = new ThrottledWarning(log, 'api requests refused: busy', 'refused');
+    this.forged = new ThrottledWarning(
+      log,
+      'api messages ignored: no reply subject, not a request',
+      'ignored',
+    );
   }
 
   /** @throws StillStoppingError while requests of the last run are still being answered. */
@@ -146,7 +151,7 @@ export class ApiService {
           return;
         }
         if (!msg.reply || !msg.subject.startsWith(prefix)) {
-          this.ignoreForged(msg);
+          this.forged.note({ subject: msg.subject });
           return;
         }
         const route = routeOf(msg.subject.slice(prefix.length));
@@ -220,33 +225,13 @@ export class ApiService {
    * import of this verb (its sender named the verb as its reply): acting on it would run a
    * verb, `exited` say, with bytes the sender chose. So it is dropped, unanswered.
    */
-  private ignoreForged(msg: Msg): void {
-    this.forged.ignored++;
-    const now = performance.now();
-    if (now - this.forged.loggedAt < BUSY_LOG_GAP_MS) return;
-    this.log.warn('api messages ignored: no reply subject, not a request', {
-      subject: msg.subject,
-      ignored: this.forged.ignored,
-    });
-    this.forged = { ignored: 0, loggedAt: now };
-  }
 
   /**
    * Answers a request over the budget without handling it: `unavailable`, which every worker
    * (older ones too) retries with backoff, so an honest worker's request only waits.
    */
   private refuseBusy(route: Route, msg: Msg, why: string): void {
-    this.busy.refused++;
-    const now = performance.now();
-    if (now - this.busy.loggedAt >= BUSY_LOG_GAP_MS) {
-      this.log.warn('api requests refused: busy', {
-        verb: route.verb,
-        caller: route.caller,
-        why,
-        refused: this.busy.refused,
-      });
-      this.busy = { refused: 0, loggedAt: now };
-    }
+    this.busy.note({ verb: route.verb, caller: route.caller, why });
     if (!msg.reply || isStoredSubject(this.names, msg.reply)) return;
     const err = new SonarError(ErrorCode.Unavailable, `${route.verb}: backend busy: ${why}`, {
       verb: route.verb,

@@ -15,11 +15,11 @@ import type { Logger } from '../../log.js';
 import type { Names } from '../../../streams/names.js';
 import { isStoredSubject } from '../../../streams/names.js';
 import { READER_ROLES, roleInboxPrefix } from '../../auth/permissions.js';
+import { ThrottledWarning } from '../../throttled-warning.js';
 import { checkReaderConsumer, isRefusal } from './reader-consumer-check.js';
 
 const QUEUE = 'sonar-reader-consumers';
 const CREATE_TIMEOUT_MS = 5_000;
-const LOG_GAP_MS = 10_000;
 
 const encoder = new TextEncoder();
 
@@ -38,13 +38,19 @@ export class ReaderConsumers {
   private jsm: Promise<JetStreamManager> | null = null;
   private readonly inflight = new Set<Promise<void>>();
   private readonly inboxes = READER_ROLES.map(roleInboxPrefix);
-  private ignored = { count: 0, loggedAt: -Infinity };
+  private readonly ignored: ThrottledWarning;
 
   constructor(
     private readonly nc: NatsConnection,
     private readonly names: Names,
     private readonly log: Logger,
-  ) {}
+  ) {
+    this.ignored = new ThrottledWarning(
+      log,
+      'reader consumer messages ignored: not a request',
+      'ignored',
+    );
+  }
 
   start(): void {
     if (this.sub) return;
@@ -64,7 +70,7 @@ export class ReaderConsumers {
           !msg.subject.startsWith(prefix) ||
           isStoredSubject(this.names, msg.reply)
         ) {
-          this.ignore(msg);
+          this.ignored.note({ subject: msg.subject });
           return;
         }
         const p = this.handle(msg.subject.slice(prefix.length), msg);
@@ -139,16 +145,5 @@ export class ReaderConsumers {
       if (err instanceof Error && /consumer not found/i.test(err.message)) return false;
       throw err;
     }
-  }
-
-  private ignore(msg: Msg): void {
-    this.ignored.count++;
-    const now = performance.now();
-    if (now - this.ignored.loggedAt < LOG_GAP_MS) return;
-    this.log.warn('reader consumer messages ignored: not a request', {
-      subject: msg.subject,
-      ignored: this.ignored.count,
-    });
-    this.ignored = { count: 0, loggedAt: now };
   }
 }
