@@ -295,7 +295,35 @@ export interface CredentialReply {
    * own account.
    */
   jsApiPrefix?: string;
+  /**
+   * Secure mode, when the workers' account lets workers pull only through the backend: the
+   * subject stem `<prefix>.pull.<workerId>`; the worker asks `<stem>.<tag>` for each pull
+   * ({@link pullRequestSchema}) instead of pulling the dispatch consumers itself. Absent:
+   * pull the consumers directly.
+   */
+  pullSubject?: string;
 }
+
+/** Longest wait a pull through the backend may ask for. */
+export const PULL_MAX_EXPIRES_MS = 60_000;
+/** Shortest: a shorter pull costs a round trip for little (and nats.js pulls no shorter). */
+export const PULL_MIN_EXPIRES_MS = 1_000;
+
+/**
+ * A pull through the backend, on `<prefix>.pull.<workerId>.<tag>`: up to `batch` dispatch
+ * messages, waiting up to `expiresMs` for them. Answered with each message (its ack subject
+ * in the header {@link PULL_ACK_HEADER}) and then one end message (header
+ * {@link PULL_END_HEADER}, body a {@link Reply} of `{delivered}`).
+ */
+export const pullRequestSchema = z.strictObject({
+  batch: z.number().int().min(1),
+  expiresMs: z.number().int().min(PULL_MIN_EXPIRES_MS).max(PULL_MAX_EXPIRES_MS),
+});
+export type PullRequest = z.infer<typeof pullRequestSchema>;
+/** On a message relayed by a pull through the backend: the subject its ack goes to. */
+export const PULL_ACK_HEADER = 'Sonar-Ack';
+/** On the last answer of a pull through the backend. */
+export const PULL_END_HEADER = 'Sonar-Pull-End';
 
 /** A dispatch message (DESIGN.md section 6, step 3): defined beside its publisher. */
 export { dispatchMessageSchema } from '../streams/queues.js';

@@ -76,3 +76,7 @@ export const isNoPlacementApiError = (err: unknown): err is JetStreamApiError =>
 /** JetStream answered "stream not found". */
 export const isStreamNotFoundApiError = (err: unknown): err is JetStreamApiError =>
   err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamNotFound;
+
+/** JetStream answered "consumer not found". */
+export const isConsumerNotFoundApiError = (err: unknown): err is JetStreamApiError =>
+  err instanceof JetStreamApiError && err.code === JetStreamApiCodes.ConsumerNotFound;

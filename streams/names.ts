@@ -45,6 +45,13 @@ export interface Names {
     runAll(runId: string): string[];
     dispatch(tag: string): string;
     dispatchAll: string;
+    /**
+     * `<prefix>.pull.<workerId>`: a worker asks `<this>.<tag>` for a pull of one tag's
+     * dispatch messages, which a backend makes for it (secure mode). The id in the subject
+     * is the caller's identity: in secure mode only that worker may publish there.
+     */
+    pull(workerId: string): string;
+    pullAll: string;
     finalize(runId: string, taskId: string): string;
     finalizeAll: string;
     poison(runId: string, taskId: string): string;
@@ -143,6 +150,8 @@ export function names(prefix = 'sonar'): Names {
       runAll: (runId) => [`${ev}.run.${runId}`, `${ev}.step.${runId}.*`, `${ev}.task.${runId}.*`],
       dispatch: (tag) => `${prefix}.dispatch.${tag}`,
       dispatchAll: `${prefix}.dispatch.>`,
+      pull: (workerId) => `${prefix}.pull.${workerId}`,
+      pullAll: `${prefix}.pull.*.*`,
       finalize: (runId, taskId) => `${prefix}.finalize.${runId}.${taskId}`,
       finalizeAll: `${prefix}.finalize.>`,
       poison: (runId, taskId) => `${prefix}.poison.${runId}.${taskId}`,

@@ -2,6 +2,7 @@ import { createRequire } from 'node:module';
 import type { Socket } from 'node:net';
 import type { NatsConnection } from '@nats-io/transport-node';
 import transportPackage from '@nats-io/transport-node/package.json' with { type: 'json' };
+import { ErrorCode, SonarError } from '../actors/errors.js';
 import { assertTestedVersion } from '../actors/tested-version.js';
 
 /**
@@ -134,4 +135,19 @@ export function skipSettledRequestErrors(): boolean {
   };
   settledRequestsPatched = true;
   return true;
+}
+
+/**
+ * A JetStream message's ack subject: the reply subject it was delivered with. nats.js 3.4
+ * keeps it on the message object (`JsMsgImpl.reply`) but leaves it out of the `JsMsg` type.
+ */
+export function ackSubjectOf(m: object): string {
+  const reply = (m as { reply?: unknown }).reply;
+  if (typeof reply !== 'string' || !reply.startsWith('$JS.ACK.')) {
+    throw new SonarError(
+      ErrorCode.Decode,
+      'a JetStream message without its ack subject: nats.js internals changed',
+    );
+  }
+  return reply;
 }

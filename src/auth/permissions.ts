@@ -30,6 +30,12 @@ export const WORKERS_ACCOUNT_ROLES: ReadonlySet<StaticRole> = new Set(['bootstra
 /** What the worker signing key's template says in place of the worker id. */
 export const WORKER_NAME_TEMPLATE = '{{name()}}';
 
+/**
+ * The worker template's pull subject, `<prefix>.pull.{{name()}}.*`: a backend reads the
+ * workers' account's template for it to know that workers pull through it.
+ */
+export const workerPullPattern = (n: Names): string => `${n.subjects.pull(WORKER_NAME_TEMPLATE)}.*`;
+
 /** The role of the scoped signing key that mints worker JWTs. */
 export const WORKER_SIGNING_ROLE = 'sonar-worker';
 
@@ -283,10 +289,11 @@ export function rolePermissions(n: Names = namesOf()): RolePermissions {
         `${jsApi}.$KV.${n.buckets.workers}.${w}`,
         `${jsApi}.DIRECT.GET.${workersKv}.$KV.${n.buckets.workers}.${w}`,
         `${jsApi}.STREAM.INFO.${workersKv}`,
-        // Any worker may ack or nak another's delivery on a shared consumer: a nuisance, not
-        // a leak (tasks are fenced by attempt id and token, not by ack).
-        `${jsApi}.CONSUMER.INFO.${dispatch}.*`,
-        `${jsApi}.CONSUMER.MSG.NEXT.${dispatch}.*`,
+        // Pulls go through a backend, which checks the worker joined with the tag and bounds
+        // its open pulls (src/backend/api/dispatch-pulls.ts); the worker never pulls the
+        // consumers itself. Any worker may ack or nak another's delivery on a shared
+        // consumer: a nuisance, not a leak (tasks are fenced by attempt id and token).
+        workerPullPattern(n),
         `$JS.ACK.${dispatch}.>`,
         s.subjects.workerStageAll(w),
         `${jsApi}.STREAM.INFO.${s.streams.staging}`,

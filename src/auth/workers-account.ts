@@ -75,9 +75,8 @@ export function workerBridges(n: Names): Bridge[] {
     },
     api(`DIRECT.GET.${workersKv}.>`),
     api(`STREAM.INFO.${workersKv}`),
-    // dispatch: pull, ack, and the consumer's info to bind to it
-    api(`CONSUMER.INFO.${dispatch}.>`),
-    { ...api(`CONSUMER.MSG.NEXT.${dispatch}.>`), responseType: 'Stream' },
+    // dispatch: pulls made by a backend (its messages relayed, then an end), and acks
+    { subject: `${n.subjects.pull('*')}.*`, type: 'service', responseType: 'Stream' },
     { subject: `$JS.ACK.${dispatch}.>`, type: 'service' },
     // staged outputs
     { subject: `${n.prefix}.stage.*.>`, type: 'service' },

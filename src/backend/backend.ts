@@ -12,7 +12,7 @@ import { connectNats, drainAndClose } from '../nats.js';
 import { createResultsSink } from '../storage/create-results-sink.js';
 import type { ConfiguredSink } from '../storage/create-results-sink.js';
 import type { OutputStore } from '../storage/output-store.js';
-import { ApiService, ReaderConsumers } from './api/index.js';
+import { ApiService, DispatchPulls, ReaderConsumers } from './api/index.js';
 import type { Handlers } from './api/index.js';
 import type { BackendContext } from './context.js';
 import { checkDurability } from './storage/index.js';
@@ -82,6 +82,8 @@ export class Backend {
     readonly ctx: BackendContext,
     private readonly api: ApiService,
     private readonly readerConsumers: ReaderConsumers,
+    /** Pulls made for workers: secure mode only, where workers may not pull themselves. */
+    private readonly dispatchPulls: DispatchPulls | null,
     private readonly components: Component[],
     private readonly ownsConnection: boolean,
     private readonly stopTimeoutMs: number,
@@ -186,11 +188,17 @@ export class Backend {
       log.child({ component: 'reader-consumers' }),
     );
     readerConsumers.start();
+    const dispatchPulls =
+      ctx.credentials === null
+        ? null
+        : new DispatchPulls(ctx, log.child({ component: 'dispatch-pulls' }));
+    dispatchPulls?.start();
     log.info('backend started', { prefix: n.prefix, seq: loop.position });
     return new Backend(
       ctx,
       api,
       readerConsumers,
+      dispatchPulls,
       components,
       !opts.nc,
       opts.stopTimeoutMs ?? config.stopGraceMs,
@@ -230,6 +238,7 @@ export class Backend {
     };
     await bounded('api', this.api.stop());
     await bounded('reader-consumers', this.readerConsumers.stop());
+    await bounded('dispatch-pulls', this.dispatchPulls?.stop() ?? Promise.resolve());
     for (const c of [...this.components].reverse()) await bounded(c.name, c.stop());
     await bounded('projection', this.ctx.loop.stop());
     this.ctx.contact.stop();

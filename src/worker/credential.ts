@@ -29,6 +29,7 @@ export class WorkerCredential {
   private readonly keys: KeyPair = createUser();
   private jwt: string | null = null;
   private expiresAt = 0;
+  private presentedExpiresAt = Infinity;
   private timer: NodeJS.Timeout | null = null;
   private reenrolling: Promise<void> | null = null;
   private fenced: ((err: unknown) => void) | null = null;
@@ -36,6 +37,11 @@ export class WorkerCredential {
   mode: EnrollMode = 'open';
   /** Where this worker's JetStream requests go (`apiPrefix`); unset: `$JS.API`. */
   jsApiPrefix: string | undefined;
+  /**
+   * Where this worker asks a backend to pull for it (`<prefix>.pull.<workerId>`, a tag
+   * appended); unset: it pulls the dispatch consumers itself.
+   */
+  pullSubject: string | undefined;
 
   constructor(
     private readonly workerId: string,
@@ -68,9 +74,20 @@ export class WorkerCredential {
   /** The nats.js authenticator presenting the current JWT, signed with this worker's seed. */
   authenticator(): Authenticator {
     return jwtAuthenticator(
-      () => this.jwt ?? '',
+      () => {
+        this.presentedExpiresAt = this.jwt === null ? Infinity : this.expiresAt;
+        return this.jwt ?? '';
+      },
       () => this.keys.getSeed(),
     );
+  }
+
+  /**
+   * Ms until the server closes the live connection: the expiry of the JWT it was opened
+   * with (a renewed JWT is presented only at the next connect). Infinity without one.
+   */
+  msUntilCut(now = Date.now()): number {
+    return this.presentedExpiresAt - now;
   }
 
   /**
@@ -166,5 +183,6 @@ export class WorkerCredential {
     this.jwt = reply.jwt;
     this.expiresAt = Date.parse(reply.expiresAt);
     this.jsApiPrefix = reply.jsApiPrefix;
+    this.pullSubject = reply.pullSubject;
   }
 }

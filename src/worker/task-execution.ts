@@ -1,4 +1,4 @@
-import type { JsMsg } from '@nats-io/jetstream';
+import type { Delivery } from './dispatch-source.js';
 import { ErrorCode } from '../../actors/errors.js';
 import { outputSizeProblem } from '../limits.js';
 import type { Logger } from '../log.js';
@@ -123,7 +123,7 @@ export class TaskExecution {
   }
 
   /** Takes one pulled message to its end; never rejects. */
-  async handle(m: JsMsg): Promise<void> {
+  async handle(m: Delivery): Promise<void> {
     this.handling++;
     try {
       await this.handleMessage(m);
@@ -167,7 +167,7 @@ export class TaskExecution {
     }
   }
 
-  private async handleMessage(m: JsMsg): Promise<void> {
+  private async handleMessage(m: Delivery): Promise<void> {
     const { log } = this.parts;
     let raw: unknown;
     try {
@@ -215,7 +215,7 @@ export class TaskExecution {
   }
 
   private async attempt(
-    m: JsMsg,
+    m: Delivery,
     d: DispatchMessage,
     span: Span,
     traceparent: string | undefined,

@@ -1,10 +1,11 @@
 import { hostname } from 'node:os';
-import { JetStreamApiCodes, JetStreamApiError, jetstream } from '@nats-io/jetstream';
+import { jetstream } from '@nats-io/jetstream';
 import type { Consumer, JetStreamClient } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import { ErrorCode } from '../../actors/errors.js';
 import { assertId } from '../../actors/ids.js';
+import { isConsumerNotFoundApiError } from '../../streams/errors.js';
 import { names, workerInboxPrefix } from '../../streams/names.js';
 import type { Names } from '../../streams/names.js';
 import { hostToken, newId } from '../ids.js';
@@ -13,12 +14,16 @@ import type { Logger } from '../log.js';
 import { connectNats, drainAndClose } from '../nats.js';
 import { WorkerCredential } from './credential.js';
 import { isAuthError, isExpiredCredential } from './auth-errors.js';
+import { PULL_MIN_EXPIRES_MS } from '../protocol.js';
 import type { CredentialReply, DispatchMessage, JoinReply, RegistryEntry } from '../protocol.js';
 import { createOutputStore } from '../storage/create-output-store.js';
 import { stageOutput } from '../storage/staged-output.js';
 import { outputKey } from '../storage/output-store.js';
 import type { OutputStore } from '../storage/output-store.js';
 import { ApiClient, isApiError } from './api-client.js';
+import { BackendSource } from './backend-pull.js';
+import { ConsumerSource } from './dispatch-source.js';
+import type { DispatchSource } from './dispatch-source.js';
 import { createActor } from 'xstate';
 import { drainWorker } from './drain.js';
 import { IllegalStateError } from './errors.js';
@@ -258,19 +263,10 @@ export class Worker {
         if (!err) this.execution?.onCancel(msg);
       },
     });
-    const js = this.jetstream();
-    const consumers = await Promise.all(
-      o.tags.map((t) =>
-        untilAnswered(
-          `consumer of tag ${t}`,
-          () => this.bind(js, reply.stream, reply.consumers[t] ?? this.n.consumers.dispatch(t)),
-          waiting,
-        ),
-      ),
-    );
+    const sources = await this.dispatchSources(reply, waiting);
     if (!this.snapshot().matches('Joining')) return; // drained or failed while joining
     this.lifecycle.send({ type: 'joined' });
-    this.pullLoops = consumers.map((c) => this.pullLoop(c));
+    this.pullLoops = sources.map((source) => this.pullLoop(source));
     if (imds && spotOn) {
       this.spot = new SpotNoticeWatcher(imds, (n) => this.onSpotNotice(n), o.spotPollMs, this.log);
       this.spot.start();
@@ -376,6 +372,34 @@ export class Worker {
   }
 
   /**
+   * Where each tag's messages come from: a backend that pulls for this worker, when the
+   * enrollment named a pull subject (its credential may not pull itself); else the tag's
+   * consumer.
+   */
+  private async dispatchSources(
+    reply: JoinReply,
+    waiting: Parameters<typeof untilAnswered>[2],
+  ): Promise<DispatchSource[]> {
+    const { tags } = this.opts;
+    const pullSubject = this.credential.pullSubject;
+    if (pullSubject !== undefined) {
+      return tags.map((t) => new BackendSource(this.nc!, `${pullSubject}.${t}`));
+    }
+    const js = this.jetstream();
+    return Promise.all(
+      tags.map(async (t) => {
+        const name = reply.consumers[t] ?? this.n.consumers.dispatch(t);
+        const consumer = await untilAnswered(
+          `consumer of tag ${t}`,
+          () => this.bind(js, reply.stream, name),
+          waiting,
+        );
+        return new ConsumerSource(consumer);
+      }),
+    );
+  }
+
+  /**
    * The tag's consumer, as `join` made it. The sweep deletes the consumers of tags nobody
    * advertised for a day, and may do so just after `join` answered: then join again.
    */
@@ -384,20 +408,15 @@ export class Worker {
       try {
         return await js.consumers.get(stream, name);
       } catch (err: unknown) {
-        if (!isConsumerNotFound(err) || attempt >= BIND_ATTEMPTS) throw err;
+        if (!isConsumerNotFoundApiError(err) || attempt >= BIND_ATTEMPTS) throw err;
         await this.rejoin();
       }
     }
   }
 
   /** After a failed pull: whether the consumer was gone (and the join was sent again). */
-  private async rebindIfGone(consumer: Consumer): Promise<boolean> {
-    try {
-      await consumer.info();
-      return false;
-    } catch (err: unknown) {
-      if (!isConsumerNotFound(err)) return false;
-    }
+  private async rejoinIfGone(source: DispatchSource, err: unknown): Promise<boolean> {
+    if (!(await source.gone(err))) return false;
     await this.rejoin();
     return true;
   }
@@ -441,7 +460,7 @@ export class Worker {
    * Why a batch: one `next()` per message costs a pull round trip each, and a loop waiting on
    * it cannot ask for more, so a busy worker pulled one message per round trip.
    */
-  private async pullLoop(consumer: Consumer): Promise<void> {
+  private async pullLoop(source: DispatchSource): Promise<void> {
     while (this.accepting) {
       await this.slots.acquire();
       const share = Math.floor(this.slots.available / this.opts.tags.length);
@@ -455,10 +474,7 @@ export class Worker {
       }
       let got = 0;
       try {
-        const batch = await consumer.fetch({
-          max_messages: taken,
-          expires: this.opts.pullExpiresMs,
-        });
+        const batch = await source.pull(taken, await this.pullExpiry());
         for await (const m of batch) {
           got++;
           void this.execution!.handle(m).finally(() => this.slots.release());
@@ -469,11 +485,27 @@ export class Worker {
         giveBack(taken - got);
         got = taken;
         if (!this.accepting) break;
-        if (!(await this.rebindIfGone(consumer))) this.log.warn('pull failed', { err });
+        if (!(await this.rejoinIfGone(source, err))) this.log.warn('pull failed', { err });
         if (!this.accepting) break;
         await new Promise((r) => setTimeout(r, NAK_DELAY_MS));
       }
       giveBack(taken - got);
+    }
+  }
+
+  /**
+   * How long the next pull may wait: its setting, cut so that the pull ends before the
+   * server closes the connection at its JWT's expiry (a renewed JWT is presented only at the
+   * reconnect). Answers relayed across that close would be lost, and their messages would
+   * wait out the ack wait; so near the close this waits for the reconnect instead.
+   */
+  private async pullExpiry(): Promise<number> {
+    for (;;) {
+      const room = this.credential.msUntilCut() - CUT_MARGIN_MS;
+      if (room >= PULL_MIN_EXPIRES_MS || !this.accepting) {
+        return Math.max(PULL_MIN_EXPIRES_MS, Math.min(this.opts.pullExpiresMs, room));
+      }
+      await new Promise((r) => setTimeout(r, CUT_POLL_MS));
     }
   }
 
@@ -601,11 +633,13 @@ export class Worker {
   }
 }
 
+/** How long before its JWT's expiry a worker's pull must have ended: relay time and skew. */
+const CUT_MARGIN_MS = 500;
+/** How often a worker waiting out its connection's close looks again. */
+const CUT_POLL_MS = 50;
+
 /** What a process manager sends to stop a worker: the container runtime, and Ctrl-C. */
 const DRAIN_SIGNALS: readonly NodeJS.Signals[] = ['SIGTERM', 'SIGINT'];
-
-const isConsumerNotFound = (err: unknown): boolean =>
-  err instanceof JetStreamApiError && err.code === JetStreamApiCodes.ConsumerNotFound;
 
 /**
  * Creates a worker (not started): `await createWorker({ tags, slots, handler }).run()`.

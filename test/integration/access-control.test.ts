@@ -25,6 +25,8 @@ import type { CredsRole } from '../../src/auth/creds-init.js';
 import { roleInboxPrefix, workerInboxPrefix } from '../../src/auth/permissions.js';
 import type { CredentialReply } from '../../src/protocol.js';
 import { ApiClient, isApiError } from '../../src/worker/api-client.js';
+import { BackendSource } from '../../src/worker/backend-pull.js';
+import type { Delivery, PullBatch } from '../../src/worker/dispatch-source.js';
 import { eventually } from '../helpers/eventually.js';
 import { publishOutcome, subscribeOutcome } from '../helpers/permission-probes.js';
 import { writeRunFile } from '../helpers/run-file.js';
@@ -84,6 +86,8 @@ async function compromisedWorker(workerId: string, tags: string[] = ['acl']) {
   expect(reply.mode).toBe('secure');
   // It lives in the workers' account, which reaches JetStream under its own API prefix.
   expect(reply.jsApiPrefix).toBe(n.subjects.workerJsApi);
+  // and it pulls through a backend, on subjects under its own id
+  expect(reply.pullSubject).toBe(n.subjects.pull(workerId));
   const nc = await connect({
     servers: secure().server.url,
     authenticator: jwtAuthenticator(reply.jwt!, kp.getSeed()),
@@ -296,6 +300,43 @@ describe('access control in secure mode (sonar creds init, as deployed)', () => 
     expect(joined).toMatchObject({ stream: n.streams.dispatch });
   });
 
+  it('a worker is pulled for by a backend: only its own tags, at most its slots, a bounded number of pulls open', async () => {
+    const { nc: thief } = await compromisedWorker('acl-thief', ['acl-mine']);
+    const { nc: honest } = await compromisedWorker('acl-honest', ['acl-theirs']);
+    const sourceOf = (nc: NatsConnection, workerId: string, tag: string) =>
+      new BackendSource(nc, `${n.subjects.pull(workerId)}.${tag}`);
+    const take = async (batch: Promise<PullBatch>): Promise<Delivery[]> => {
+      const got: Delivery[] = [];
+      for await (const d of await batch) got.push(d);
+      return got;
+    };
+    for (const i of [1, 2]) {
+      await jetstream(backendNc).publish(n.subjects.dispatch('acl-theirs'), `{"probe":${i}}`);
+    }
+    // The credential cannot pull the consumer itself, nor ask under another worker's id.
+    const next = `CONSUMER.MSG.NEXT.${n.streams.dispatch}.${n.consumers.dispatch('acl-theirs')}`;
+    expect(await publishOutcome(thief, `${n.subjects.workerJsApi}.${next}`)).toBe('denied');
+    expect(await publishOutcome(thief, `${n.subjects.pull('acl-honest')}.acl-theirs`)).toBe(
+      'denied',
+    );
+    // A tag it did not join with: refused, and nothing taken.
+    await expect(
+      take(sourceOf(thief, 'acl-thief', 'acl-theirs').pull(1, 1_000)),
+    ).rejects.toMatchObject({ code: 'forbidden' });
+    // Its own tag, where nothing waits: two pulls stay open, a third is refused at once.
+    const mine = sourceOf(thief, 'acl-thief', 'acl-mine');
+    const open = [mine.pull(1, 4_000), mine.pull(1, 4_000)].map(take);
+    await expect(take(mine.pull(1, 4_000))).rejects.toMatchObject({ code: 'unavailable' });
+    // The honest worker (1 slot) asks for ten and is given one, then the other.
+    for (const probe of [1, 2]) {
+      const got = await take(sourceOf(honest, 'acl-honest', 'acl-theirs').pull(10, 2_000));
+      expect(got.map((d) => d.json<{ probe: number }>().probe)).toEqual([probe]);
+      got[0]!.ack();
+    }
+    // The thief's open pulls end empty at their expiry, with no error.
+    expect(await Promise.all(open)).toEqual([[], []]);
+  }, 60_000);
+
   it('a worker cannot wipe the registry with a rollup, nor write another worker’s key', async () => {
     const { nc } = await compromisedWorker('acl-rollup');
     const own = await new Kvm(workerJs(nc)).open(n.buckets.workers, { allow_direct: true });
@@ -381,16 +422,10 @@ describe('access control in secure mode (sonar creds init, as deployed)', () => 
       {
         what: 'a pull',
         nc,
-        subject: `${jsApi}.CONSUMER.MSG.NEXT.${n.streams.dispatch}.${n.consumers.dispatch('acl')}`,
-        body: JSON.stringify({ batch: 1, no_wait: true }),
+        subject: `${n.subjects.pull('acl-hijack')}.acl`,
+        body: JSON.stringify({ batch: 1, expiresMs: 1_000 }),
       },
       { what: 'a pulse', nc, subject: `${jsApi}.$KV.${n.buckets.workers}.acl-hijack`, body: '{}' },
-      {
-        what: 'a consumer info',
-        nc,
-        subject: `${jsApi}.CONSUMER.INFO.${n.streams.dispatch}.${n.consumers.dispatch('acl')}`,
-        body: '',
-      },
       {
         what: 'a worker verb',
         nc,
@@ -683,8 +718,8 @@ describe('access control in secure mode (sonar creds init, as deployed)', () => 
       { nc, subject: `${jsApi}.DIRECT.GET.KV_${bucket}.$KV.${bucket}.acl-mirror`, body: '' },
       {
         nc,
-        subject: `${jsApi}.CONSUMER.MSG.NEXT.${n.streams.dispatch}.${n.consumers.dispatch('acl')}`,
-        body: JSON.stringify({ batch: 1, no_wait: true }),
+        subject: `${n.subjects.pull('acl-mirror')}.acl`,
+        body: JSON.stringify({ batch: 1, expiresMs: 1_000 }),
       },
       {
         nc: bootstrap,
@@ -697,8 +732,7 @@ describe('access control in secure mode (sonar creds init, as deployed)', () => 
       n.subjects.workerApi('acl-bystander', 'leave'),
       n.subjects.controlCancel,
       `${jsApi}.$KV.${bucket}.acl-target`,
-      `${jsApi}.CONSUMER.INFO.${n.streams.dispatch}.acl-target`,
-      `${jsApi}.CONSUMER.MSG.NEXT.${n.streams.dispatch}.acl-target`,
+      `${n.subjects.pull('acl-mirror')}.acl`,
     ];
     for (const t of triggers) {
       for (const target of targets) t.nc.publish(t.subject, t.body, { reply: target });

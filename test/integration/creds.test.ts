@@ -14,6 +14,7 @@ import { connect, credsAuthenticator } from '@nats-io/transport-node';
 import type { ConnectionOptions, NatsConnection } from '@nats-io/transport-node';
 import { afterAll, describe, expect, it } from 'vitest';
 import { names } from '../../streams/names.js';
+import { ackSubjectOf } from '../../streams/nats-internals.js';
 import { jetstreamOf, jetstreamOptions } from '../../streams/jetstream-api.js';
 import { ReaderConsumers } from '../../src/backend/api/index.js';
 import { createLogger } from '../../src/log.js';
@@ -111,16 +112,28 @@ describe('sonar creds init on nats-server 2.9.10', () => {
     expect((await kv.get('w1'))?.string()).toBe('{}');
     await expect(kv.get('w2')).rejects.toThrow(/permissions violation/i);
 
-    // It pulls and acks dispatch messages, and stages outputs under its own id only.
+    // It asks a backend to pull for it, under its own id only, and never pulls a dispatch
+    // consumer itself; it acks what it is given; it stages outputs under its own id only.
     const backend = await connectRole('backend');
     const jsm = await jetstreamManager(backend);
     await jsm.consumers.add(n.streams.dispatch, dispatchConsumer(n, 'creds'));
     await jetstream(backend).publish(n.subjects.dispatch('creds'), '{"task":1}');
     const staging = secureNames(n); // the topology provisioned its stream
-    const consumer = await js.consumers.get(n.streams.dispatch, n.consumers.dispatch('creds'));
-    const job = await consumer.next({ expires: 2_000 });
+    expect(await publishOutcome(nc, `${n.subjects.pull('w1')}.creds`)).toBe('allowed');
+    expect(await publishOutcome(nc, `${n.subjects.pull('w2')}.creds`)).toBe('denied');
+    for (const verb of ['MSG.NEXT', 'INFO']) {
+      const subject = `CONSUMER.${verb}.${n.streams.dispatch}.${n.consumers.dispatch('creds')}`;
+      expect(await publishOutcome(nc, `${n.subjects.workerJsApi}.${subject}`), verb).toBe('denied');
+      expect(await publishOutcome(nc, `$JS.API.${subject}`), verb).toBe('denied');
+    }
+    const backendConsumer = await jetstream(backend).consumers.get(
+      n.streams.dispatch,
+      n.consumers.dispatch('creds'),
+    );
+    const job = await backendConsumer.next({ expires: 2_000 });
     expect(job?.json()).toEqual({ task: 1 });
-    expect(await job!.ackAck()).toBe(true);
+    const acked = await nc.request(ackSubjectOf(job!), '+ACK', { timeout: 2_000 });
+    expect(acked.data.length).toBe(0); // JetStream's empty ack-of-the-ack
     expect((await js.publish('sonar.stage.w1.a1', 'out')).stream).toBe(staging.streams.staging);
     await expect(js.publish('sonar.stage.w2.a1', 'out')).rejects.toThrow(/permissions violation/i);
 

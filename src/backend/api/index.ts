@@ -2,6 +2,7 @@
 export { ApiService, validationErrorOf } from './api-service.js';
 export type { ApiCall, Handlers } from './api-service.js';
 export { ReaderConsumers } from './reader-consumers.js';
+export { DispatchPulls } from './dispatch-pulls.js';
 export { Enrollments } from './enrollments.js';
 export type { WorkerCredentialIssuer } from './handlers/enrollment-handlers.js';
 export { apiHandlers } from './handlers/index.js';

@@ -3,6 +3,7 @@ import { decode } from '@nats-io/jwt';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { ErrorCode, SonarError } from '../../../actors/errors.js';
 import { accountSigningKey, mintWorkerJwt, workerJwtExpiresAtMs } from '../../auth/mint.js';
+import { workerPullPattern } from '../../auth/permissions.js';
 import { pushRevocation } from '../../auth/revoke.js';
 import type { SonarConfig } from '../../config.js';
 import type { Logger } from '../../log.js';
@@ -28,7 +29,11 @@ async function accountOfCreds(path: string): Promise<string> {
  * key: a key of another account mints JWTs the server refuses, which a worker could only
  * report as a refused connection.
  */
-async function workersAccountOf(path: string, signingPublicKey: string): Promise<string> {
+async function workersAccountOf(
+  path: string,
+  signingPublicKey: string,
+  pullPattern: string,
+): Promise<{ account: string; pullsThroughBackend: boolean }> {
   const variable = 'SONAR_WORKER_ACCOUNT_JWT';
   const text = await readSecret(variable, path);
   let claims: { sub: string; nats: { type?: string; signing_keys?: unknown[] } };
@@ -48,9 +53,10 @@ async function workersAccountOf(path: string, signingPublicKey: string): Promise
     );
   }
   const keys = (claims.nats.signing_keys ?? []).map((k) =>
-    typeof k === 'string' ? k : (k as { key?: string }).key,
+    typeof k === 'string' ? { key: k } : (k as ScopedKey),
   );
-  if (!keys.includes(signingPublicKey)) {
+  const key = keys.find((k) => k.key === signingPublicKey);
+  if (key === undefined) {
     throw new SonarError(
       ErrorCode.Validation,
       `${variable}: account ${claims.sub} does not list the key of SONAR_WORKER_SIGNING_KEY ` +
@@ -58,7 +64,15 @@ async function workersAccountOf(path: string, signingPublicKey: string): Promise
       { variable, path },
     );
   }
-  return claims.sub;
+  // Accounts made before workers pulled through a backend let them pull the consumers.
+  const pullsThroughBackend = key.template?.pub?.allow?.includes(pullPattern) === true;
+  return { account: claims.sub, pullsThroughBackend };
+}
+
+/** A signing key of an account JWT; a scoped one carries its users' template. */
+interface ScopedKey {
+  key?: string;
+  template?: { pub?: { allow?: string[] } };
 }
 
 const readSecret = async (variable: string, path: string): Promise<string> => {
@@ -92,13 +106,16 @@ export async function workerCredentialIssuer(
     );
   }
   const signingSeed = await readSecret('SONAR_WORKER_SIGNING_KEY', config.workerSigningKey);
-  const accountPublicKey =
+  const n = names(config.prefix);
+  const workersAccount =
     config.workerAccountJwt === undefined
-      ? await accountOfCreds(config.natsCreds)
+      ? null
       : await workersAccountOf(
           config.workerAccountJwt,
           accountSigningKey(signingSeed, 'SONAR_WORKER_SIGNING_KEY').getPublicKey(),
+          workerPullPattern(n),
         );
+  const accountPublicKey = workersAccount?.account ?? (await accountOfCreds(config.natsCreds));
   if (config.workerAccountJwt === undefined) {
     log.warn(
       "SONAR_WORKER_ACCOUNT_JWT is unset: workers are minted into the backend's own account, " +
@@ -114,8 +131,9 @@ export async function workerCredentialIssuer(
   const sysCreds = config.natsSysCreds;
   let sys: Promise<NatsConnection> | null = null;
   return {
-    ...(config.workerAccountJwt !== undefined && {
-      jsApiPrefix: names(config.prefix).subjects.workerJsApi,
+    ...(workersAccount !== null && {
+      jsApiPrefix: n.subjects.workerJsApi,
+      pullsThroughBackend: workersAccount.pullsThroughBackend,
     }),
     async mint(workerId, publicKey) {
       const at = now();

@@ -21,6 +21,11 @@ export interface WorkerCredentialIssuer {
    * backend's own (`$JS.API`).
    */
   readonly jsApiPrefix?: string;
+  /**
+   * Whether the workers' account lets workers pull only through a backend (its signing
+   * key's template grants `<prefix>.pull.<id>.*`, not the dispatch consumers).
+   */
+  readonly pullsThroughBackend?: boolean;
   /** Closes what the issuer opened (the connection that pushes revocations). */
   close(): Promise<void>;
 }
@@ -49,6 +54,9 @@ export function enrollmentHandlers(ctx: BackendContext): Handlers {
       jwt,
       expiresAt: expiresAt.toISOString(),
       ...(issuer.jsApiPrefix !== undefined && { jsApiPrefix: issuer.jsApiPrefix }),
+      ...(issuer.pullsThroughBackend === true && {
+        pullSubject: ctx.names.subjects.pull(workerId),
+      }),
     };
   };
 

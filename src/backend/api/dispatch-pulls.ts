@@ -1,0 +1,254 @@
+/**
+ * Pulls made by the backend for workers (secure mode, docs/threat-model.md). A worker asks
+ * `<prefix>.pull.<workerId>.<tag>` with `{batch, expiresMs}`; a backend pulls that tag's
+ * dispatch consumer for it and relays each message to the worker's reply, the message's ack
+ * subject in a header, then sends one end message.
+ *
+ * Why not let workers pull: a credential allowed to pull the dispatch consumers may pull any
+ * tag's (NATS permissions cannot follow each worker's tags), reading other tags' inputs, and
+ * may keep hundreds of long pulls open until JetStream refuses every other worker's
+ * (`max_waiting`). Here the subject proves the worker, the backend checks it joined with the
+ * tag and is Active, bounds the batch by its slots, and keeps at most
+ * {@link OPEN_PULLS_PER_TAG} pulls open per worker and tag in this backend. The cost is one
+ * relayed message per dispatch, paid only in secure mode.
+ *
+ * @module
+ */
+import type { Consumer, JsMsg } from '@nats-io/jetstream';
+import { headers } from '@nats-io/nats-core';
+import type { Msg, Subscription } from '@nats-io/transport-node';
+import { ErrorCode, SonarError } from '../../../actors/errors.js';
+import { isConsumerNotFoundApiError } from '../../../streams/errors.js';
+import { isId } from '../../../streams/ids.js';
+import { isStoredSubject } from '../../../streams/names.js';
+import { ackSubjectOf } from '../../../streams/nats-internals.js';
+import type { Logger } from '../../log.js';
+import { PULL_ACK_HEADER, PULL_END_HEADER, pullRequestSchema } from '../../protocol.js';
+import type { PullRequest } from '../../protocol.js';
+import { ThrottledWarning } from '../../throttled-warning.js';
+import type { BackendContext } from '../context.js';
+import { errorReply } from './api-service.js';
+import { goneError, notJoinedError, workerOf } from './handlers/worker-state.js';
+
+const QUEUE = 'sonar-dispatch-pulls';
+
+/**
+ * Open pulls a worker may have per tag in one backend. A worker's loop keeps one per tag; a
+ * second covers a pull it gave up on (its own timer ran out) while the backend still ends it.
+ */
+export const OPEN_PULLS_PER_TAG = 2;
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+export class DispatchPulls {
+  private sub: Subscription | null = null;
+  private stopping = false;
+  private readonly open = new Map<string, number>();
+  private readonly consumers = new Map<string, Promise<Consumer>>();
+  private readonly inflight = new Set<Promise<void>>();
+  private readonly batches = new Set<{ close(): Promise<void | Error> }>();
+  private readonly ignored: ThrottledWarning;
+  private readonly refused: ThrottledWarning;
+
+  constructor(
+    private readonly ctx: BackendContext,
+    private readonly log: Logger,
+  ) {
+    this.ignored = new ThrottledWarning(log, 'pull messages ignored: not a request', 'ignored');
+    this.refused = new ThrottledWarning(log, 'pulls refused', 'refused');
+  }
+
+  start(): void {
+    if (this.sub) return;
+    this.stopping = false;
+    const n = this.ctx.names;
+    const prefix = `${n.prefix}.pull.`;
+    this.sub = this.ctx.nc.subscribe(n.subjects.pullAll, {
+      queue: QUEUE,
+      callback: (err, msg) => {
+        if (err) {
+          this.log.error('pull subscription failed', { err });
+          return;
+        }
+        const [workerId, tag] = msg.subject.slice(prefix.length).split('.');
+        // An answer aimed here has no reply, or JetStream's delivery shows its stream's
+        // subject; a stored reply would have the answers written into a stream.
+        if (
+          !msg.reply ||
+          !msg.subject.startsWith(prefix) ||
+          isStoredSubject(n, msg.reply) ||
+          !isId(workerId) ||
+          !isId(tag)
+        ) {
+          this.ignored.note({ subject: msg.subject });
+          return;
+        }
+        const p = this.serve(workerId, tag, msg, msg.reply);
+        this.inflight.add(p);
+        void p.finally(() => this.inflight.delete(p));
+      },
+    });
+  }
+
+  /** Stops taking pulls and ends the open ones: what they hold comes back after ack_wait. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    this.sub?.unsubscribe();
+    this.sub = null;
+    await Promise.allSettled([...this.batches].map((b) => b.close()));
+    await Promise.allSettled([...this.inflight]);
+  }
+
+  private async serve(workerId: string, tag: string, msg: Msg, reply: string): Promise<void> {
+    // Counted on arrival, before any await: pulls that arrive together are all counted.
+    const key = `${workerId}.${tag}`;
+    const open = this.open.get(key) ?? 0;
+    if (open >= OPEN_PULLS_PER_TAG) {
+      const err = new SonarError(
+        ErrorCode.Unavailable,
+        `pull: worker ${workerId} already has ${open} pulls open for tag ${tag}`,
+        { workerId, tag, open },
+      );
+      this.refused.note({ workerId, tag, err });
+      this.end(reply, errorReply(err));
+      return;
+    }
+    this.open.set(key, open + 1);
+    this.log.debug('pull asked', { workerId, tag, open: open + 1 });
+    try {
+      const req = this.parse(msg.data);
+      const slots = await this.check(workerId, tag);
+      const delivered = await this.relay(tag, Math.min(req.batch, slots), req.expiresMs, reply);
+      this.end(reply, { ok: { delivered } });
+      this.log.debug('pull ended', { workerId, tag, delivered });
+    } catch (err: unknown) {
+      this.refused.note({ workerId, tag, err });
+      this.end(reply, errorReply(err));
+    } finally {
+      const left = (this.open.get(key) ?? 1) - 1;
+      if (left > 0) this.open.set(key, left);
+      else this.open.delete(key);
+    }
+  }
+
+  private parse(data: Uint8Array): PullRequest {
+    let body: unknown;
+    try {
+      body = JSON.parse(decoder.decode(data));
+    } catch {
+      throw new SonarError(ErrorCode.Validation, 'pull: the payload is not JSON', {});
+    }
+    const parsed = pullRequestSchema.safeParse(body);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      throw new SonarError(
+        ErrorCode.Validation,
+        `pull: '${issue?.path.join('.') ?? ''}' ${issue?.message ?? 'is invalid'}`,
+        { field: issue?.path.join('.') ?? '' },
+      );
+    }
+    return parsed.data;
+  }
+
+  /**
+   * The worker's slots, once it is known to be Active and joined with `tag`. The projection
+   * is read as it stands first: catching up costs a round trip, paid only for a worker or
+   * tag it does not show yet (a join just made on another backend).
+   */
+  private async check(workerId: string, tag: string): Promise<number> {
+    const known = this.ctx.loop.projection.workers.get(workerId)?.snapshot;
+    const fits = known?.value === 'Active' && known.context.tags.includes(tag);
+    const worker = fits ? known : await workerOf(this.ctx, workerId);
+    if (!worker) throw notJoinedError(workerId);
+    if (worker.value === 'Lost' || worker.value === 'Left') throw goneError(workerId, worker.value);
+    if (worker.value !== 'Active') {
+      throw new SonarError(ErrorCode.Conflict, `pull: worker ${workerId} is ${worker.value}`, {
+        workerId,
+        state: worker.value,
+      });
+    }
+    if (!worker.context.tags.includes(tag)) {
+      throw new SonarError(
+        ErrorCode.Forbidden,
+        `pull: worker ${workerId} did not join with tag ${tag}`,
+        { workerId, tag },
+      );
+    }
+    return worker.context.slots;
+  }
+
+  /** Pulls up to `batch` of `tag`'s messages and relays each to `reply`; how many it relayed. */
+  private async relay(
+    tag: string,
+    batch: number,
+    expiresMs: number,
+    reply: string,
+  ): Promise<number> {
+    const consumer = await this.consumer(tag);
+    let messages;
+    try {
+      messages = await consumer.fetch({ max_messages: batch, expires: expiresMs });
+    } catch (err: unknown) {
+      this.consumers.delete(tag);
+      throw err;
+    }
+    this.batches.add(messages);
+    let relayed = 0;
+    try {
+      for await (const m of messages) {
+        if (this.stopping) {
+          m.nak();
+          continue;
+        }
+        this.forward(m, reply);
+        relayed++;
+      }
+    } catch (err: unknown) {
+      // The consumer went away mid-pull (a sweep, a stream reset): found again next time.
+      this.consumers.delete(tag);
+      if (relayed === 0) throw err;
+    } finally {
+      this.batches.delete(messages);
+    }
+    return relayed;
+  }
+
+  private forward(m: JsMsg, reply: string): void {
+    const h = headers();
+    for (const k of m.headers?.keys() ?? []) {
+      for (const v of m.headers!.values(k)) h.append(k, v);
+    }
+    h.set(PULL_ACK_HEADER, ackSubjectOf(m));
+    this.ctx.nc.publish(reply, m.data, { headers: h });
+  }
+
+  private end(reply: string, body: unknown): void {
+    const h = headers();
+    h.set(PULL_END_HEADER, '1');
+    try {
+      this.ctx.nc.publish(reply, encoder.encode(JSON.stringify(body)), { headers: h });
+    } catch {
+      // The connection is gone: the worker's pull runs out on its own.
+    }
+  }
+
+  /** The tag's dispatch consumer, looked up once (`join` made it). */
+  private consumer(tag: string): Promise<Consumer> {
+    let c = this.consumers.get(tag);
+    if (c === undefined) {
+      const { names } = this.ctx;
+      c = this.ctx.js.consumers.get(names.streams.dispatch, names.consumers.dispatch(tag));
+      this.consumers.set(tag, c);
+      c.catch(() => this.consumers.delete(tag));
+    }
+    return c.catch((err: unknown) => {
+      if (!isConsumerNotFoundApiError(err)) throw err;
+      throw new SonarError(
+        ErrorCode.NotFound,
+        `pull: the dispatch consumer of tag ${tag} is gone: join again to have it made`,
+        { tag },
+      );
+    });
+  }
+}
