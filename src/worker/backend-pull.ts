@@ -18,7 +18,7 @@ import { ApiError, isApiError, okOf } from './api-client.js';
 import type { Delivery, DispatchSource, PullBatch } from './dispatch-source.js';
 
 /** How long after its own expiry a pull waits for the backend's end message. */
-const END_GRACE_MS = 5_000;
+const END_GRACE_MS = 2_000;
 
 const encoder = new TextEncoder();
 const ACK = encoder.encode('+ACK');
@@ -50,6 +50,9 @@ class BackendPull implements PullBatch {
   private failure: Error | null = null;
   /** Closed before its end: what still comes is nak'ed, not left to the ack wait. */
   private abandoned = false;
+  private onEnd: () => void = () => {};
+  /** Settles at the end message, or when the backend's end is given up on. */
+  private readonly endedPromise = new Promise<void>((resolve) => (this.onEnd = resolve));
 
   constructor(
     private readonly nc: NatsConnection,
@@ -72,6 +75,8 @@ class BackendPull implements PullBatch {
         ),
       req.expiresMs + END_GRACE_MS,
     );
+    // A drained worker need not stay up for it: the close it waits on ends with the process.
+    this.timer.unref();
     nc.publish(subject, encoder.encode(JSON.stringify(req)), { reply: this.sub.getSubject() });
   }
 
@@ -106,6 +111,7 @@ class BackendPull implements PullBatch {
     clearTimeout(this.timer);
     this.sub.unsubscribe();
     this.wake?.();
+    this.onEnd();
   }
 
   async *[Symbol.asyncIterator](): AsyncIterator<Delivery> {
@@ -131,7 +137,8 @@ class BackendPull implements PullBatch {
 
   /**
    * Takes no more: the messages still queued are nak'ed, and so is what the backend relays
-   * until its end message, so none waits out the ack wait.
+   * until its end message, so none waits out the ack wait. Settles at that end (at most the
+   * pull's wait and a grace later), so a draining worker keeps its connection until then.
    */
   close(): Promise<void> {
     if (!this.ended && !this.abandoned) {
@@ -139,7 +146,7 @@ class BackendPull implements PullBatch {
       for (const d of this.queue.splice(0)) d.nak();
       this.wake?.();
     }
-    return Promise.resolve();
+    return this.endedPromise;
   }
 }
 

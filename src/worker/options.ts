@@ -1,3 +1,4 @@
+import { PULL_MAX_EXPIRES_MS, PULL_MIN_EXPIRES_MS } from '../protocol.js';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { StandardSchemaV1 } from '@standard-schema/spec';
 import { ValidationError } from '../../actors/errors.js';
@@ -172,7 +173,7 @@ export interface WorkerOptions<I = unknown, O = unknown> {
    */
   killGraceMs?: Duration;
   /**
-   * How long a pull waits for a message before trying the next tag (at least 1 s).
+   * How long a pull waits for a message before trying the next tag (1 s to 60 s).
    * @defaultValue 1000
    */
   pullExpiresMs?: number;
@@ -257,7 +258,10 @@ export function resolveWorkerOptions<I, O>(opts: WorkerOptions<I, O>): ResolvedW
     outputs: opts.outputs,
     requestTimeoutMs: opts.requestTimeoutMs ?? 5_000,
     killGraceMs: ms(opts.killGraceMs, '5s'),
-    pullExpiresMs: Math.max(1_000, opts.pullExpiresMs ?? 1_000),
+    pullExpiresMs: Math.min(
+      PULL_MAX_EXPIRES_MS,
+      Math.max(PULL_MIN_EXPIRES_MS, opts.pullExpiresMs ?? 1_000),
+    ),
     stopGraceMs: ms(opts.stopGraceMs, '10s'),
     log: opts.log ?? createLogger({ level: loadProcessSetting('SONAR_LOG_LEVEL') ?? 'warn' }),
   };

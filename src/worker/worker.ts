@@ -476,6 +476,10 @@ export class Worker {
       try {
         const batch = await source.pull(taken, await this.pullExpiry());
         for await (const m of batch) {
+          if (got >= taken) {
+            m.nak(); // more than asked for: a backend relaying twice after a reconnect
+            continue;
+          }
           got++;
           void this.execution!.handle(m).finally(() => this.slots.release());
           // Draining: what this batch still has coming would only be nak'ed.

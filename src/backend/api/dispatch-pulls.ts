@@ -23,7 +23,12 @@ import { isId } from '../../../streams/ids.js';
 import { isStoredSubject } from '../../../streams/names.js';
 import { ackSubjectOf } from '../../../streams/nats-internals.js';
 import type { Logger } from '../../log.js';
-import { PULL_ACK_HEADER, PULL_END_HEADER, pullRequestSchema } from '../../protocol.js';
+import {
+  PULL_ACK_HEADER,
+  PULL_END_HEADER,
+  PULL_MIN_EXPIRES_MS,
+  pullRequestSchema,
+} from '../../protocol.js';
 import type { PullRequest } from '../../protocol.js';
 import { ThrottledWarning } from '../../throttled-warning.js';
 import type { BackendContext } from '../context.js';
@@ -37,6 +42,12 @@ const QUEUE = 'sonar-dispatch-pulls';
  * second covers a pull it gave up on (its own timer ran out) while the backend still ends it.
  */
 export const OPEN_PULLS_PER_TAG = 2;
+
+/**
+ * Most messages one pull takes, whatever the worker's slots: a worker that declared many
+ * slots still holds no more than this per pull.
+ */
+export const MAX_BATCH_PER_PULL = 256;
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -84,7 +95,9 @@ export class DispatchPulls {
           this.ignored.note({ subject: msg.subject });
           return;
         }
-        const p = this.serve(workerId, tag, msg, msg.reply);
+        const p = this.serve(workerId, tag, msg, msg.reply).catch((err: unknown) =>
+          this.log.error('pull failed', { workerId, tag, err }),
+        );
         this.inflight.add(p);
         void p.finally(() => this.inflight.delete(p));
       },
@@ -116,10 +129,18 @@ export class DispatchPulls {
     }
     this.open.set(key, open + 1);
     this.log.debug('pull asked', { workerId, tag, open: open + 1 });
+    const arrived = performance.now();
     try {
       const req = this.parse(msg.data);
       const slots = await this.check(workerId, tag);
-      const delivered = await this.relay(tag, Math.min(req.batch, slots), req.expiresMs, reply);
+      const batch = Math.min(req.batch, slots, MAX_BATCH_PER_PULL);
+      // The worker's wait started when it asked: what the checks took comes off it, so the
+      // end reaches the worker within the time it gave (nats.js pulls for 1 s at least).
+      const left = Math.floor(req.expiresMs - (performance.now() - arrived));
+      const delivered =
+        left <= 0 || this.stopping
+          ? 0
+          : await this.relay(tag, batch, Math.max(PULL_MIN_EXPIRES_MS, left), reply);
       this.end(reply, { ok: { delivered } });
       this.log.debug('pull ended', { workerId, tag, delivered });
     } catch (err: unknown) {
@@ -157,9 +178,9 @@ export class DispatchPulls {
    * tag it does not show yet (a join just made on another backend).
    */
   private async check(workerId: string, tag: string): Promise<number> {
+    // A worker's tags never change after its join: one known Active is judged as it stands.
     const known = this.ctx.loop.projection.workers.get(workerId)?.snapshot;
-    const fits = known?.value === 'Active' && known.context.tags.includes(tag);
-    const worker = fits ? known : await workerOf(this.ctx, workerId);
+    const worker = known?.value === 'Active' ? known : await workerOf(this.ctx, workerId);
     if (!worker) throw notJoinedError(workerId);
     if (worker.value === 'Lost' || worker.value === 'Left') throw goneError(workerId, worker.value);
     if (worker.value !== 'Active') {
@@ -186,6 +207,7 @@ export class DispatchPulls {
     reply: string,
   ): Promise<number> {
     const consumer = await this.consumer(tag);
+    if (this.stopping) return 0;
     let messages;
     try {
       messages = await consumer.fetch({ max_messages: batch, expires: expiresMs });
@@ -194,15 +216,25 @@ export class DispatchPulls {
       throw err;
     }
     this.batches.add(messages);
+    if (this.stopping) void messages.close();
     let relayed = 0;
     try {
       for await (const m of messages) {
-        if (this.stopping) {
+        // Stopping, or more than asked (nats.js pulls again after a reconnect): given back.
+        if (this.stopping || relayed >= batch) {
           m.nak();
           continue;
         }
-        this.forward(m, reply);
-        relayed++;
+        try {
+          this.forward(m, reply);
+          relayed++;
+        } catch (err: unknown) {
+          // One message that cannot be relayed (over the server's max_payload with its
+          // headers): given back, and the rest of the pull goes on.
+          m.nak();
+          this.refused.note({ tag, seq: m.seq, err });
+        }
+        if (relayed >= batch) void messages.close();
       }
     } catch (err: unknown) {
       // The consumer went away mid-pull (a sweep, a stream reset): found again next time.
