@@ -30,6 +30,7 @@ import {
   pullRequestSchema,
 } from '../../protocol.js';
 import type { PullRequest } from '../../protocol.js';
+import { MAX_WORKER_TAGS } from '../../pulse-size.js';
 import { ThrottledWarning } from '../../throttled-warning.js';
 import type { BackendContext } from '../context.js';
 import { errorReply } from './api-service.js';
@@ -43,6 +44,9 @@ const QUEUE = 'sonar-dispatch-pulls';
  */
 export const OPEN_PULLS_PER_TAG = 2;
 
+/** Open pulls a worker may have in all in one backend: two for each tag a join allows. */
+export const OPEN_PULLS_PER_WORKER = OPEN_PULLS_PER_TAG * MAX_WORKER_TAGS;
+
 /**
  * Most messages one pull takes, whatever the worker's slots: a worker that declared many
  * slots still holds no more than this per pull.
@@ -55,6 +59,7 @@ const decoder = new TextDecoder();
 export class DispatchPulls {
   private sub: Subscription | null = null;
   private stopping = false;
+  /** Open pulls by `<workerId>.<tag>`, and by `<workerId>` across its tags. */
   private readonly open = new Map<string, number>();
   private readonly consumers = new Map<string, Promise<Consumer>>();
   private readonly inflight = new Set<Promise<void>>();
@@ -115,19 +120,23 @@ export class DispatchPulls {
 
   private async serve(workerId: string, tag: string, msg: Msg, reply: string): Promise<void> {
     // Counted on arrival, before any await: pulls that arrive together are all counted.
+    // Per tag, and per worker whatever the tags it names (a tag it did not join with is
+    // refused, but only after a look at the projection).
     const key = `${workerId}.${tag}`;
     const open = this.open.get(key) ?? 0;
-    if (open >= OPEN_PULLS_PER_TAG) {
+    const openOfWorker = this.open.get(workerId) ?? 0;
+    if (open >= OPEN_PULLS_PER_TAG || openOfWorker >= OPEN_PULLS_PER_WORKER) {
       const err = new SonarError(
         ErrorCode.Unavailable,
-        `pull: worker ${workerId} already has ${open} pulls open for tag ${tag}`,
-        { workerId, tag, open },
+        `pull: worker ${workerId} already has ${open} pulls open for tag ${tag}, ${openOfWorker} in all`,
+        { workerId, tag, open, openOfWorker },
       );
       this.refused.note({ workerId, tag, err });
       this.end(reply, errorReply(err));
       return;
     }
     this.open.set(key, open + 1);
+    this.open.set(workerId, openOfWorker + 1);
     this.log.debug('pull asked', { workerId, tag, open: open + 1 });
     const arrived = performance.now();
     try {
@@ -147,10 +156,15 @@ export class DispatchPulls {
       this.refused.note({ workerId, tag, err });
       this.end(reply, errorReply(err));
     } finally {
-      const left = (this.open.get(key) ?? 1) - 1;
-      if (left > 0) this.open.set(key, left);
-      else this.open.delete(key);
+      this.release(key);
+      this.release(workerId);
     }
+  }
+
+  private release(key: string): void {
+    const left = (this.open.get(key) ?? 1) - 1;
+    if (left > 0) this.open.set(key, left);
+    else this.open.delete(key);
   }
 
   private parse(data: Uint8Array): PullRequest {
