@@ -63,6 +63,13 @@ export interface FireContext {
   lastRunOpen: boolean;
   /** A fire that submits a run would forget an owed one ({@link isOwedFull}): hold it. */
   owedFull?: boolean;
+  /**
+   * The instant due times are judged missed at, when before `now`: the time a catch-up
+   * began. Its fires take time to append, and a due time that was not yet missed when it
+   * began may become missed before it ends; judged at its start, one catch-up of `all` runs
+   * at most `catchUpLimit` fires, and such a due time then fires as `due`.
+   */
+  missedAsOf?: number;
 }
 
 /**
@@ -86,11 +93,11 @@ export function nextFire(
   s: ScheduleContext,
   now: number,
   due: DueTimes,
-  { lastRunOpen, owedFull = false }: FireContext,
+  { lastRunOpen, owedFull = false, missedAsOf = now }: FireContext,
 ): FireDecision | null {
   const cursor = Date.parse(s.cursor);
-  // Missed: now - dueAt > missedAfterMs, in whole milliseconds.
-  const missedUntil = now - missedAfterOf(s) - 1;
+  // Missed: missedAsOf - dueAt > missedAfterMs, in whole milliseconds.
+  const missedUntil = Math.min(now, missedAsOf) - missedAfterOf(s) - 1;
   const missed = due.between(cursor, missedUntil, s.catchUpLimit);
   let decision: Omit<FireDecision, 'runId' | 'dueAt'> & { at: number };
   if (missed.count > 0) {

@@ -186,6 +186,24 @@ describe('nextFire', () => {
       });
     });
 
+    it('catch-up all judged as of its start runs catchUpLimit fires however long they take', () => {
+      const s = schedule({ missedAfterMs: 10_000, catchUp: 'all', catchUpLimit: 3, cursor: at(38) });
+      // At 53, 42 is missed too; judged as of 51, when the catch-up began, it is not.
+      const later = ms(at(53));
+      expect(nextFire(s, later, every2s, { lastRunOpen: false })).toMatchObject({
+        dueAt: at(40),
+        trigger: 'catch-up',
+      });
+      const last = schedule({ ...s, cursor: at(40) });
+      expect(nextFire(last, later, every2s, { lastRunOpen: false })).toMatchObject({
+        dueAt: at(42),
+        trigger: 'catch-up',
+      });
+      expect(
+        nextFire(last, later, every2s, { lastRunOpen: false, missedAsOf: now }),
+      ).toMatchObject({ dueAt: at(42), trigger: 'due', missed: 0 });
+    });
+
     it('then fires the due times not missed as due', () => {
       const s = schedule({ missedAfterMs: 10_000, cursor: at(40) });
       expect(nextFire(s, ms(at(52)), every2s, { lastRunOpen: false })).toMatchObject({

@@ -76,6 +76,8 @@ export class ScheduleFirer implements Component {
   private sweptAt = 0;
   private offset = 0;
   private readonly warnedAt = new Map<string, number>();
+  /** When each schedule's catch-up under way began: its fires judge missed due times then. */
+  private readonly catchUpSince = new Map<string, number>();
   /** Runs of deleted schedules refused for good: no event can record it, so not retried here. */
   private readonly givenUp = new Set<string>();
   private timer: NodeJS.Timeout | null = null;
@@ -100,6 +102,7 @@ export class ScheduleFirer implements Component {
     this.submitter = new RunSubmitter(this.ctx, this.log);
     this.queue.restart();
     this.sweptAt = 0;
+    this.catchUpSince.clear();
     this.timer = setInterval(() => this.check(), this.checkMs);
   }
 
@@ -139,7 +142,10 @@ export class ScheduleFirer implements Component {
     for (let i = 0; i < names.length && budget > 0; i++) {
       if (this.stopped) return;
       const name = names[(this.offset + i) % names.length]!;
-      if (p.schedules.get(name)?.snapshot.value !== 'Active') continue;
+      if (p.schedules.get(name)?.snapshot.value !== 'Active') {
+        this.catchUpSince.delete(name);
+        continue;
+      }
       try {
         budget -= await this.fireDue(name, Math.min(budget, MAX_FIRES_PER_CHECK));
       } catch (err: unknown) {
@@ -163,6 +169,9 @@ export class ScheduleFirer implements Component {
       }
     }
     this.submitter!.retainOnly(owed);
+    for (const name of this.catchUpSince.keys()) {
+      if (!p.schedules.has(name)) this.catchUpSince.delete(name);
+    }
   }
 
   /** Fires what is due of one schedule, one `ScheduleFired` at a time; says how many. */
@@ -174,9 +183,12 @@ export class ScheduleFirer implements Component {
       if (!entry || entry.snapshot.value !== 'Active') return n;
       const s = entry.snapshot.context;
       const now = this.ctx.now();
+      const missedAsOf = this.catchUpSince.get(name) ?? now;
       const lastRunOpen = s.lastRun !== null && isRunOpen(p, s, s.lastRun.runId);
       const owedFull = isOwedFull(p, s);
-      const fire = nextFire(s, now, this.dueTimesOf(s), { lastRunOpen, owedFull });
+      const fire = nextFire(s, now, this.dueTimesOf(s), { lastRunOpen, owedFull, missedAsOf });
+      if (fire?.trigger === 'catch-up') this.catchUpSince.set(name, missedAsOf);
+      else this.catchUpSince.delete(name);
       if (fire === null) {
         if (owedFull && nextFire(s, now, this.dueTimesOf(s), { lastRunOpen }) !== null) {
           this.warn(name, 'schedule holds its fires: its oldest kept run is not submitted yet', {
