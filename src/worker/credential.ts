@@ -14,6 +14,29 @@ export type EnrollMode = CredentialReply['mode'] | 'legacy';
 /** The retry pause once a renewal failed. */
 const RENEW_RETRY_MS = 5_000;
 
+/**
+ * How far from its connection's cut a renewal is sent: a request in flight when the server
+ * closes the connection loses its reply (the import's reply mapping goes with it).
+ */
+export const RENEW_CUT_GUARD_MS = 1_000;
+
+/**
+ * When to renew a credential expiring at `expiresAt`: at half its remaining life, unless that
+ * falls within {@link RENEW_CUT_GUARD_MS} of `cutAt`, when the server closes the connection
+ * (the expiry of the JWT it was opened with). Renewing at half each time would otherwise meet
+ * every cut exactly: a connection opened with a fresh JWT is cut a full life later, when the
+ * second renewal since is due. Such a renewal goes before the cut, or after it when there is
+ * no time before.
+ */
+export function renewalTime(now: number, expiresAt: number, cutAt: number): number {
+  const half = now + (expiresAt - now) / 2;
+  if (Math.abs(half - cutAt) >= RENEW_CUT_GUARD_MS) return half;
+  const before = cutAt - RENEW_CUT_GUARD_MS;
+  if (before > now) return before;
+  const after = cutAt + RENEW_CUT_GUARD_MS;
+  return after < expiresAt ? after : half;
+}
+
 /** Asks `enroll` again with the bootstrap credential (a connection of its own, closed after). */
 export type Reenroll = () => Promise<CredentialReply>;
 
@@ -91,7 +114,7 @@ export class WorkerCredential {
   }
 
   /**
-   * Renews at half the remaining life, with `api` on the worker's own subject. A refusal
+   * Renews at half the remaining life, away from the connection's cut ({@link renewalTime}), with `api` on the worker's own subject. A refusal
    * (`forbidden`: revoked; `conflict`: Lost or Left) is `onFenced`; anything else is retried.
    * Once the credential has expired (an outage outlived it), its own connection cannot come
    * back with it: the worker enrolls again with the bootstrap credential, under the same key,
@@ -111,6 +134,10 @@ export class WorkerCredential {
       this.timer = setTimeout(() => void renew(), Math.max(0, ms));
       this.timer.unref();
     };
+    const scheduleNext = (): void => {
+      const now = Date.now();
+      schedule(renewalTime(now, this.expiresAt, this.presentedExpiresAt) - now);
+    };
     const renew = async (): Promise<void> => {
       try {
         const reply =
@@ -123,7 +150,7 @@ export class WorkerCredential {
               );
         this.take(reply);
         this.log.info('credential renewed', { expiresAt: new Date(this.expiresAt).toISOString() });
-        schedule((this.expiresAt - Date.now()) / 2);
+        scheduleNext();
       } catch (err: unknown) {
         if (signal.aborted) return;
         if (isApiError(err, ErrorCode.Forbidden) || isApiError(err, ErrorCode.Conflict)) {
@@ -134,7 +161,7 @@ export class WorkerCredential {
         schedule(RENEW_RETRY_MS);
       }
     };
-    schedule((this.expiresAt - Date.now()) / 2);
+    scheduleNext();
   }
 
   /**

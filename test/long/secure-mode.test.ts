@@ -98,7 +98,8 @@ afterAll(async () => {
   const logs = process.env['SONAR_CHAOS_LOGS'];
   if (logs) {
     await mkdir(logs, { recursive: true });
-    for (const p of [backend, ...workers.values()]) {
+    // backend is unset when the server did not start.
+    for (const p of [backend, ...workers.values()].filter(Boolean)) {
       await writeFile(join(logs, `secure-${p.name}-${p.pid}.log`), p.stderr());
     }
   }
