@@ -58,7 +58,8 @@ function routeOf(rest: string): Route {
   return { verb: verb.join('.'), caller };
 }
 
-function parseJson(verb: string, data: Uint8Array): unknown {
+/** A request's body as JSON, or a `validation` error naming the verb. */
+export function parseJson(verb: string, data: Uint8Array): unknown {
   try {
     return JSON.parse(decoder.decode(data)) as unknown;
   } catch {

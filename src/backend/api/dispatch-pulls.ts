@@ -33,7 +33,7 @@ import type { PullRequest } from '../../protocol.js';
 import { MAX_WORKER_TAGS } from '../../pulse-size.js';
 import { ThrottledWarning } from '../../throttled-warning.js';
 import type { BackendContext } from '../context.js';
-import { errorReply } from './api-service.js';
+import { errorReply, parseJson, validationErrorOf } from './api-service.js';
 import { goneError, notJoinedError, workerOf } from './handlers/worker-state.js';
 
 const QUEUE = 'sonar-dispatch-pulls';
@@ -54,7 +54,6 @@ export const OPEN_PULLS_PER_WORKER = OPEN_PULLS_PER_TAG * MAX_WORKER_TAGS;
 export const MAX_BATCH_PER_PULL = 256;
 
 const encoder = new TextEncoder();
-const decoder = new TextDecoder();
 
 export class DispatchPulls {
   private sub: Subscription | null = null;
@@ -137,7 +136,6 @@ export class DispatchPulls {
     }
     this.open.set(key, open + 1);
     this.open.set(workerId, openOfWorker + 1);
-    this.log.debug('pull asked', { workerId, tag, open: open + 1 });
     const arrived = performance.now();
     try {
       const req = this.parse(msg.data);
@@ -168,21 +166,8 @@ export class DispatchPulls {
   }
 
   private parse(data: Uint8Array): PullRequest {
-    let body: unknown;
-    try {
-      body = JSON.parse(decoder.decode(data));
-    } catch {
-      throw new SonarError(ErrorCode.Validation, 'pull: the payload is not JSON', {});
-    }
-    const parsed = pullRequestSchema.safeParse(body);
-    if (!parsed.success) {
-      const issue = parsed.error.issues[0];
-      throw new SonarError(
-        ErrorCode.Validation,
-        `pull: '${issue?.path.join('.') ?? ''}' ${issue?.message ?? 'is invalid'}`,
-        { field: issue?.path.join('.') ?? '' },
-      );
-    }
+    const parsed = pullRequestSchema.safeParse(parseJson('pull', data));
+    if (!parsed.success) throw validationErrorOf('pull', parsed.error);
     return parsed.data;
   }
 
