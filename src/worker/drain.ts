@@ -24,6 +24,8 @@ export interface DrainParts {
   stopSpotWatch(): void;
   /** Pulses now (`active: false`), when the pulse runs. */
   beat(): Promise<void>;
+  /** From now on the key's deletion is the backend recording the `leave` (Pulse.leaving). */
+  leaving(): void;
   /** Deletes the worker's registry key, when the pulse runs. */
   removeKey(): Promise<void>;
   close(grace: Deadline): Promise<void>;
@@ -79,6 +81,7 @@ export async function drainWorker(p: DrainParts, reason: DrainReason, at: Date):
   await bounded('tasks', execution?.idle() ?? Promise.resolve());
   await bounded('pulls', Promise.all(p.pullLoops()));
   if (!p.lifecycle.getSnapshot().matches('Draining')) return; // failed meanwhile
+  p.leaving();
   try {
     await api?.request(
       'leave',

@@ -62,6 +62,8 @@ export class Pulse {
   private unconfirmed = false;
   /** See {@link Pulse.start}. */
   private firstBy = Infinity;
+  /** See {@link Pulse.leaving}. */
+  private goingAway = false;
 
   constructor(
     private readonly kv: KV,
@@ -121,6 +123,16 @@ export class Pulse {
     return this.last;
   }
 
+  /**
+   * The worker is saying `leave`, whose handler deletes the key: from now on a key found gone
+   * is that goodbye, never a verdict. The pulse neither puts it back nor asks, and stops; a
+   * put already in flight when the delete lands is such a put. Until then it pulses on, so a
+   * `leave` that waits out an outage does not let the key expire.
+   */
+  leaving(): void {
+    this.goingAway = true;
+  }
+
   /** Whether put number `gen` still speaks for the worker (not closed, not overtaken). */
   private current(gen: number): boolean {
     return !this.closed && gen === this.generation;
@@ -146,7 +158,7 @@ export class Pulse {
         if (this.current(gen)) await this.reconcile(workerId, gen);
       }
     }
-    if (this.unconfirmed && this.current(gen)) await this.confirm(workerId);
+    if (this.unconfirmed && this.current(gen) && !this.goingAway) await this.confirm(workerId);
   }
 
   /** Asks whether the worker is still joined; `gone` ends the pulse for good. */
@@ -160,7 +172,7 @@ export class Pulse {
       });
       return;
     }
-    if (this.closed) return;
+    if (this.closed || this.goingAway) return;
     this.unconfirmed = false;
     if (answer === 'joined') {
       this.log.info('registry key put back, or first pulse late: still joined, carrying on');
@@ -189,6 +201,11 @@ export class Pulse {
     if (now !== null && now.operation === 'PUT') {
       const revision = await this.kv.update(workerId, this.value(), now.revision);
       if (this.current(gen)) this.revision = revision;
+      return;
+    }
+    if (this.goingAway) {
+      this.closed = true;
+      this.stop();
       return;
     }
     // Gone: put it back first (create: nobody else may have put it meanwhile), then ask.

@@ -583,6 +583,7 @@ export class Worker {
         pullLoops: () => this.pullLoops,
         stopSpotWatch: () => this.spot?.stop(),
         beat: () => this.pulse?.beat() ?? Promise.resolve(),
+        leaving: () => this.pulse?.leaving(),
         removeKey: () => this.pulse?.remove() ?? Promise.resolve(),
         close: (grace) => this.close(grace),
         conflict: (err) => this.failWith(err),

@@ -83,3 +83,33 @@ describe('a worker whose first pulse lands late', () => {
     pulse.stop();
   });
 });
+
+describe('a worker saying leave', () => {
+  it('takes its key deleted by the backend for the goodbye: no put back, no question, no failure', async () => {
+    const { kv, pulse, seen } = await pulseOf('leaving1', 'gone');
+    await pulse.start();
+    pulse.leaving();
+    // Still pulsing while the leave is on its way.
+    await pulse.beat();
+    expect((await kv.get('leaving1'))?.operation).toBe('PUT');
+    // As the leave handler does, then a put that was in flight lands on the delete.
+    await kv.delete('leaving1');
+    await pulse.beat();
+    expect(seen.asked).toBe(0);
+    expect(seen.vanished).toEqual([]);
+    expect((await kv.get('leaving1'))?.operation).toBe('DEL');
+    // And it has stopped: a later beat puts nothing.
+    await pulse.beat();
+    expect((await kv.get('leaving1'))?.operation).toBe('DEL');
+  });
+
+  it('without leaving, the same delete is a verdict: the key is put back and the backend asked', async () => {
+    const { kv, pulse, seen } = await pulseOf('staying1', 'gone');
+    await pulse.start();
+    await kv.delete('staying1');
+    await pulse.beat();
+    expect(seen.asked).toBe(1);
+    expect(seen.vanished).toHaveLength(1);
+    pulse.stop();
+  });
+});
