@@ -187,7 +187,12 @@ describe('nextFire', () => {
     });
 
     it('catch-up all judged as of its start runs catchUpLimit fires however long they take', () => {
-      const s = schedule({ missedAfterMs: 10_000, catchUp: 'all', catchUpLimit: 3, cursor: at(38) });
+      const s = schedule({
+        missedAfterMs: 10_000,
+        catchUp: 'all',
+        catchUpLimit: 3,
+        cursor: at(38),
+      });
       // At 53, 42 is missed too; judged as of 51, when the catch-up began, it is not.
       const later = ms(at(53));
       expect(nextFire(s, later, every2s, { lastRunOpen: false })).toMatchObject({
@@ -199,9 +204,9 @@ describe('nextFire', () => {
         dueAt: at(42),
         trigger: 'catch-up',
       });
-      expect(
-        nextFire(last, later, every2s, { lastRunOpen: false, missedAsOf: now }),
-      ).toMatchObject({ dueAt: at(42), trigger: 'due', missed: 0 });
+      expect(nextFire(last, later, every2s, { lastRunOpen: false, missedAsOf: now })).toMatchObject(
+        { dueAt: at(42), trigger: 'due', missed: 0 },
+      );
     });
 
     it('then fires the due times not missed as due', () => {
