@@ -1,6 +1,7 @@
 /**
  * End-to-end benchmark: prints tables (or `--json`) from one run.
  *   npm run bench:e2e [-- --workers 4 --slots 16 --tasks 20000 --rounds 2 --events 1000000]
+ *                       [--backends 1]
  *
  * One process tree on this machine: a nats-server with file storage (child), one backend
  * (child: `bin/sonar.js backend` with its shebang's node flags; orphanAge 5 s, pulse TTL 5 s,
@@ -12,7 +13,9 @@
  * Targets: throughput >= 60% of the ceiling (raw async publish in this run / JetStream writes
  * per task); <= 8 writes per task on the default path; submit-to-start p50 <= 20 ms at
  * 50 tasks/s; backend RSS < 300 MB at 100k tasks; restart rebuild < 10 s at 1M events.
- * `--prof DIR` writes CPU profiles of the backend and workers there. `--throughput-only` runs
+ * `--backends K` runs K backends: the first leads (it is elected before the others start),
+ * and the CPU table shows each, so what a follower takes off the leader shows.
+ * `--prof DIR` writes CPU profiles of the backends and workers there. `--throughput-only` runs
  * the raw publish and throughput rounds alone (message counts by kind, quickly).
  */
 import { mkdirSync } from 'node:fs';
@@ -39,6 +42,7 @@ const arg = (name: string, fallback: number): number => {
 };
 const opts = {
   workers: arg('workers', 4),
+  backends: arg('backends', 1),
   slots: arg('slots', 16),
   tasks: arg('tasks', 20_000),
   rounds: arg('rounds', 2),
@@ -65,17 +69,21 @@ async function main(): Promise<void> {
   try {
     const prefix = 'bench';
     const n = names(prefix);
-    const backend = await startBackend(
-      {
-        SONAR_NATS_URL: server.url,
-        SONAR_PREFIX: prefix,
-        SONAR_ORPHAN_AGE: `${ORPHAN_AGE_MS}ms`,
-        SONAR_PULSE_TTL: '5s',
-        SONAR_PULSE_INTERVAL: '1s',
-      },
-      opts.prof,
-    );
+    const backendEnv = {
+      SONAR_NATS_URL: server.url,
+      SONAR_PREFIX: prefix,
+      SONAR_ORPHAN_AGE: `${ORPHAN_AGE_MS}ms`,
+      SONAR_PULSE_TTL: '5s',
+      SONAR_PULSE_INTERVAL: '1s',
+    };
+    const backend = await startBackend(backendEnv, opts.prof);
     children.push(backend);
+    await backend.waitForLog('reconciler elected');
+    const followers: Child[] = [];
+    for (let i = 2; i <= opts.backends; i++) {
+      followers.push(await startBackend(backendEnv, opts.prof, `backend ${i}`));
+    }
+    children.push(...followers);
     const workers = await Promise.all(
       Array.from({ length: opts.workers }, (_, i) =>
         startWorker(server.url, prefix, opts.slots, `bench-w${i}`, opts.prof),
@@ -86,6 +94,7 @@ async function main(): Promise<void> {
     const pids = () => ({
       'nats-server': server.pid,
       backend: backend.pid,
+      ...Object.fromEntries(followers.map((b) => [b.name, b.pid])),
       bench: process.pid,
       ...Object.fromEntries(
         workers.filter((w) => w.running).map((w) => [`worker ${w.name}`, w.pid]),

@@ -106,14 +106,18 @@ function shebangFlags(): string[] {
  * (SONAR_* settings); resolved once it logs `backend started`. Run through `node` with the
  * same flags so that `--cpu-prof` can be added (NODE_OPTIONS refuses it).
  */
-export async function startBackend(env: Record<string, string>, profDir?: string): Promise<Child> {
-  const args = [...shebangFlags(), ...profArgs(profDir, 'backend'), 'bin/sonar.js', 'backend'];
+export async function startBackend(
+  env: Record<string, string>,
+  profDir?: string,
+  name = 'backend',
+): Promise<Child> {
+  const args = [...shebangFlags(), ...profArgs(profDir, name), 'bin/sonar.js', 'backend'];
   const proc = spawn(process.execPath, args, {
     cwd: root,
     env: { ...process.env, SONAR_LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  const child = new Child('backend', proc);
+  const child = new Child(name, proc);
   await child.waitForLog('backend started');
   return child;
 }

@@ -87,6 +87,12 @@ const f2 = (x: number) => x.toFixed(2);
 const pct = (x: number) => `${Math.round(x * 100)}%`;
 const mark = (ok: boolean) => (ok ? 'ok' : 'MISSED');
 
+/** The backends' names in the CPU figures: `backend` (the leader), then `backend 2` and on. */
+const backendsOf = (tp: E2eResult['throughput']): string[] =>
+  [...new Set(tp.flatMap((t) => Object.keys(t.usage.cpuMsPerUnit)))]
+    .filter((name) => name.startsWith('backend'))
+    .sort();
+
 export function mainRows(r: E2eResult): string[][] {
   const prefix = 'bench';
   const tp = r.throughput;
@@ -134,8 +140,8 @@ export function mainRows(r: E2eResult): string[][] {
       )} cores busy`,
       '',
     ],
-    ...['nats-server', 'backend', 'workers', 'bench'].map((p) => [
-      `  of which ${p}`,
+    ...['nats-server', ...backendsOf(tp), 'workers', 'bench'].map((p) => [
+      `  of which ${p === 'backend' && backendsOf(tp).length > 1 ? 'backend 1 (leader)' : p}`,
       `${range(
         tp.map((t) => t.usage.cpuMsPerUnit[p] ?? 0),
         f2,
