@@ -26,5 +26,9 @@ const { backend, config } = await startBackend({
   handlers: 'none',
   components: [finalizerPool({ sink: stuckSink, size: 1 })],
 });
+// Said once SIGTERM is handled: serveUntilSignal installs its handlers before its first
+// await. Said before, a test that signals on this line could find the process descheduled
+// between the line and the handlers, and end it the default way.
+const serving = serveUntilSignal(backend, { graceMs: config.stopGraceMs });
 process.stdout.write('backend started\n');
-await serveUntilSignal(backend, { graceMs: config.stopGraceMs });
+await serving;
