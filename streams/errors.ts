@@ -80,3 +80,7 @@ export const isStreamNotFoundApiError = (err: unknown): err is JetStreamApiError
 /** JetStream answered "consumer not found". */
 export const isConsumerNotFoundApiError = (err: unknown): err is JetStreamApiError =>
   err instanceof JetStreamApiError && err.code === JetStreamApiCodes.ConsumerNotFound;
+
+/** A stream read found no message at that sequence or subject (acked, deleted or never there). */
+export const isNoMessage = (err: unknown): boolean =>
+  err instanceof JetStreamApiError && err.code === JetStreamApiCodes.NoMessageFound;

@@ -54,6 +54,9 @@ export interface Names {
     pullAll: string;
     finalize(runId: string, taskId: string): string;
     finalizeAll: string;
+    /** A batch of inline-output jobs (streams/queues.ts). */
+    finalizeBatch(id: string): string;
+    finalizeBatchAll: string;
     poison(runId: string, taskId: string): string;
     poisonAll: string;
     api(verb: string): string;
@@ -100,6 +103,12 @@ export interface Names {
  * the Sonar prefix: inboxes belong to the account.
  */
 export const workerInboxPrefix = (workerId: string): string => `_INBOX_W.${workerId}`;
+
+/**
+ * The token of batch subjects where a single job's run id stands. It is a valid run id too:
+ * the subject is only where a batch is kept, and every reader tells a batch by its payload.
+ */
+export const FINALIZE_BATCH_TOKEN = '_batch';
 
 /**
  * The one rule for `SONAR_PREFIX`: lowercase letters, digits, `_` and `-`, starting with a
@@ -154,6 +163,8 @@ export function names(prefix = 'sonar'): Names {
       pullAll: `${prefix}.pull.*.*`,
       finalize: (runId, taskId) => `${prefix}.finalize.${runId}.${taskId}`,
       finalizeAll: `${prefix}.finalize.>`,
+      finalizeBatch: (id) => `${prefix}.finalize.${FINALIZE_BATCH_TOKEN}.${id}`,
+      finalizeBatchAll: `${prefix}.finalize.${FINALIZE_BATCH_TOKEN}.*`,
       poison: (runId, taskId) => `${prefix}.poison.${runId}.${taskId}`,
       poisonAll: `${prefix}.poison.>`,
       api: (verb) => `${prefix}.api.${verb}`,

@@ -94,6 +94,20 @@ export interface FinalizeJob {
   outputInline?: string;
 }
 
+/** A job of a batch: the job, and the trace context a single job carries in its header. */
+export interface BatchedJob extends FinalizeJob {
+  traceparent?: string;
+}
+
+/**
+ * Several jobs of inline outputs in one message (`{"jobs": [...]}`): one publish, delivery and
+ * ack instead of one each. Only inline outputs travel together, so that a batch reads no
+ * output store and the pool still bounds how many outputs are read at once.
+ */
+export interface FinalizeBatch {
+  jobs: BatchedJob[];
+}
+
 /** `fin.<runId>.<taskId>.<attemptId>.<n>`: n = 0, then the number of the operator retry. */
 export const finalizeMsgId = (job: FinalizeJob, round: number): string =>
   `fin.${job.runId}.${job.taskId}.${job.attemptId}.${round}`;
@@ -115,4 +129,20 @@ export function enqueueFinalization(
     encoder.encode(JSON.stringify(job)),
     { msgID: msgId, ...traceHeaders(traceparent) },
   );
+}
+
+/**
+ * Enqueues a batch on `<prefix>.finalize._batch.<id>`; `fin.batch.<id>` dedupes a retried
+ * publish. Each job keeps its own fencing: the finalizer runs them one by one, as it would
+ * the single jobs.
+ */
+export function enqueueFinalizationBatch(
+  js: JetStreamClient,
+  n: Names,
+  batch: FinalizeBatch,
+  id: string,
+): Promise<PubAck> {
+  return js.publish(n.subjects.finalizeBatch(id), encoder.encode(JSON.stringify(batch)), {
+    msgID: `fin.batch.${id}`,
+  });
 }

@@ -41,6 +41,7 @@ interface ExpectedSonarConfig {
   priorityAgingMs: number;
   tagRates?: TagRates;
   finalizers: number;
+  finalizeBatch: number;
   finalizeLeaseMs: number;
   finalizeMaxDeliver: number;
   drainGraceMs: number;

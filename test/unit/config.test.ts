@@ -40,6 +40,7 @@ describe('loadConfig', () => {
         dispatchBatch: 8,
         priorityAgingMs: 60_000,
         finalizers: 4,
+        finalizeBatch: 64,
         finalizeLeaseMs: 30_000,
         finalizeMaxDeliver: 6,
         drainGraceMs: 20_000,
@@ -117,6 +118,7 @@ describe('loadConfig', () => {
         SONAR_TAG_RATES: 'api=20/s, gpu=0.5/m',
         SONAR_FINALIZERS: '2',
         SONAR_FINALIZE_LEASE: '45s',
+        SONAR_FINALIZE_BATCH: '8',
         SONAR_FINALIZE_MAX_DELIVER: '10',
         SONAR_DRAIN_GRACE: '0s',
         SONAR_SPOT_MARGIN: '5s',
@@ -168,6 +170,7 @@ describe('loadConfig', () => {
           gpu: { burst: 1, windowMs: 120_000, text: '0.5/m' },
         },
         finalizers: 2,
+        finalizeBatch: 8,
         finalizeLeaseMs: 45_000,
         finalizeMaxDeliver: 10,
         drainGraceMs: 0,
@@ -439,7 +442,7 @@ describe('loadConfig', () => {
 
 describe('configVariables', () => {
   it('lists the SONAR_* variables of DESIGN.md §9', () => {
-    expect(configVariables).toHaveLength(58);
+    expect(configVariables).toHaveLength(59);
     expect(configVariables[0]).toBe('SONAR_NATS_URL');
     expect(configVariables.every((v) => v.startsWith('SONAR_'))).toBe(true);
   });

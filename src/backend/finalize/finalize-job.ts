@@ -4,7 +4,7 @@ import type { StepContext } from '../../../actors/step/step.machine.js';
 import type { TaskContext } from '../../../actors/task/task.machine.js';
 import type { EventStore } from '../../../streams/event-store.js';
 import type { Names } from '../../../streams/names.js';
-import type { FinalizeJob } from '../../../streams/queues.js';
+import type { BatchedJob, FinalizeJob } from '../../../streams/queues.js';
 import { resultKeyOf } from '../../storage/results-sink.js';
 import type { ResultsSink, UpsertOutcome } from '../../storage/results-sink.js';
 import type { EventWriter, Written } from '../projection/index.js';
@@ -26,16 +26,27 @@ const jobSchema = z.object({
   outputInline: z.string().optional(),
 });
 
+const batchSchema = z.object({
+  jobs: z.array(jobSchema.extend({ traceparent: z.string().optional() })).min(1),
+});
+
 const decoder = new TextDecoder();
 
-/** A job off the queue, or null when the payload is not one (it is poisoned, not retried). */
-export function parseJob(data: Uint8Array): FinalizeJob | null {
+/**
+ * The jobs of a message off the queue: one for a single job, several for a batch; null when
+ * the payload is neither (it is poisoned, not retried).
+ */
+export function parseJobs(data: Uint8Array): BatchedJob[] | null {
+  let raw: unknown;
   try {
-    const parsed = jobSchema.safeParse(JSON.parse(decoder.decode(data)));
-    return parsed.success ? parsed.data : null;
+    raw = JSON.parse(decoder.decode(data));
   } catch (_err: unknown) {
     return null;
   }
+  const single = jobSchema.safeParse(raw);
+  if (single.success) return [single.data];
+  const batch = batchSchema.safeParse(raw);
+  return batch.success ? batch.data.jobs : null;
 }
 
 /** What a job needs from its backend. */

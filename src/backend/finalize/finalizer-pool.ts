@@ -17,7 +17,7 @@ import { FailureLog } from './failure-log.js';
 import { SpanKind, trace } from '@opentelemetry/api';
 import { failSpan, inSpan, tracingInUse } from '../../tracing/tracer.js';
 import { TRACEPARENT, contextFromTraceparent } from '../../tracing/traceparent.js';
-import { isPermanentFinalizeError, parseJob, runFinalizeJob } from './finalize-job.js';
+import { isPermanentFinalizeError, parseJobs, runFinalizeJob } from './finalize-job.js';
 import { reportStage } from '../task-stage-timing.js';
 import type { JobDeps, JobOutcome } from './finalize-job.js';
 import { MaxDeliveriesWatcher } from './max-deliveries-watcher.js';
@@ -131,6 +131,14 @@ export interface FinalizerStats {
   poisoned: number;
   /** Times the pool paused because its results sink could not be reached. */
   pauses: number;
+}
+
+/** What running one job came to: done (finalized or stale), halted by a stop, or failed. */
+type Ran = 'done' | 'halted' | { err: unknown };
+
+interface Failed {
+  job: FinalizeJob;
+  err: unknown;
 }
 
 const errorText = (err: unknown): string => (err instanceof Error ? err.message : String(err));
@@ -256,21 +264,59 @@ export class FinalizerPool implements Component {
     await this.stopping.track(Promise.all([...lanes.map((l) => l.stop()), this.watcher?.stop()]));
   }
 
+  /**
+   * One message: a single job, or a batch whose jobs run one by one in this lane. A batch is
+   * settled as one message, and each of its jobs keeps the single job's guarantees: a job that
+   * finished (finalized, stale or poisoned) is a no-op on a redelivery, so the jobs a
+   * redelivery runs are exactly those that failed every delivery so far, and the message's
+   * delivery count is theirs.
+   */
   private async handle(msg: JsMsg): Promise<void> {
-    const job = parseJob(msg.data);
-    if (!job) {
+    const jobs = parseJobs(msg.data);
+    if (!jobs) {
       await this.dropUnreadable(msg);
       return;
     }
+    // The lease must outlive a slow output store or sink: renew well before ack_wait ends.
+    const renew = setInterval(() => {
+      try {
+        msg.working();
+        signalMetric({ kind: 'lease-renewal', nodeId: this.ctx.nodeId });
+      } catch (_err: unknown) {
+        // Connection gone: the job comes back to a live finalizer after its lease.
+      }
+    }, this.renewMs);
+    try {
+      const failed: Failed[] = [];
+      for (const { traceparent, ...job } of jobs) {
+        const ran = await this.traced(msg, job, traceparent);
+        if (ran === 'halted') {
+          // Stopped while the sink was down: hand the job back now rather than after its lease.
+          settle(msg, 'nak', this.log);
+          return;
+        }
+        if (ran !== 'done') failed.push({ job, err: ran.err });
+      }
+      if (failed.length === 0) settle(msg, 'ack', this.log);
+      else await this.onFailures(msg, failed);
+    } finally {
+      clearInterval(renew);
+    }
+  }
+
+  /**
+   * Runs one job in a span of its own, the child of the `result` request's: named by the
+   * job's entry in a batch, by the message's header for a single job, or else by the run.
+   */
+  private async traced(msg: JsMsg, job: FinalizeJob, ofEntry?: string): Promise<Ran> {
     // Not in use: the span would be a no-op one, active in a context nobody can read.
-    if (!this.tracing) return this.handleJob(msg, job);
-    // The job's header names the `result` request's span; a job enqueued without one (by an
-    // older backend) joins the run's trace, if it has one.
+    if (!this.tracing) return this.runOne(job);
     const traceparent =
+      ofEntry ||
       msg.headers?.get(TRACEPARENT) ||
       this.ctx.loop.projection.runs.get(job.runId)?.snapshot.context.traceparent;
-    if (!traceparent) return this.handleJob(msg, job);
-    await inSpan(
+    if (!traceparent) return this.runOne(job);
+    return inSpan(
       'finalize',
       {
         kind: SpanKind.CONSUMER,
@@ -282,27 +328,14 @@ export class FinalizerPool implements Component {
           'sonar.delivery': msg.info.deliveryCount,
         },
       },
-      () => this.handleJob(msg, job),
+      () => this.runOne(job),
     );
   }
 
-  private async handleJob(msg: JsMsg, job: FinalizeJob): Promise<void> {
-    // The lease must outlive a slow output store or sink: renew well before ack_wait ends.
-    const renew = setInterval(() => {
-      try {
-        msg.working();
-        signalMetric({ kind: 'lease-renewal', nodeId: this.ctx.nodeId });
-      } catch (_err: unknown) {
-        // Connection gone: the job comes back to a live finalizer after its lease.
-      }
-    }, this.renewMs);
+  private async runOne(job: FinalizeJob): Promise<Ran> {
     try {
       const outcome = await this.runHeld(job);
-      if (outcome === null) {
-        // Stopped while the sink was down: hand the job back now rather than after its lease.
-        settle(msg, 'nak', this.log);
-        return;
-      }
+      if (outcome === null) return 'halted';
       if (outcome.kind === 'finalized') {
         this.stats.finalized++;
         // Succeeded keeps no time of its own: the move is now, by this backend's clock.
@@ -312,13 +345,11 @@ export class FinalizerPool implements Component {
         this.stats.stale++;
         this.log.debug('stale finalize job dropped', { ...fields(job), reason: outcome.reason });
       }
-      settle(msg, 'ack', this.log);
+      return 'done';
     } catch (err: unknown) {
       const span = trace.getActiveSpan();
       if (span) failSpan(span, err);
-      await this.onFailure(msg, job, err);
-    } finally {
-      clearInterval(renew);
+      return { err };
     }
   }
 
@@ -341,42 +372,59 @@ export class FinalizerPool implements Component {
     }
   }
 
-  private async onFailure(msg: JsMsg, job: FinalizeJob, err: unknown): Promise<void> {
-    this.stats.failed++;
-    // A record the sink refuses (a constraint or data error) fails again on every retry.
-    const permanent = isPermanentFinalizeError(err) || isSinkRejected(err);
+  /**
+   * Records each failure; poisons a job whose error is permanent, or all once the message is
+   * on its last delivery; naks the message with the backoff delay while any job is left.
+   */
+  private async onFailures(msg: JsMsg, failed: Failed[]): Promise<void> {
     const delivery = msg.info.deliveryCount;
-    const error = errorText(err);
+    const outOfDeliveries = this.maxDeliver > 0 && delivery >= this.maxDeliver;
+    const delayMs = finalizeDelayMs(delivery, this.opts.backoffBaseMs, this.opts.backoffCapMs);
+    let left = 0;
+    for (const { job, err } of failed) {
+      this.stats.failed++;
+      // A record the sink refuses (a constraint or data error) fails again on every retry.
+      const permanent = isPermanentFinalizeError(err) || isSinkRejected(err);
+      const error = errorText(err);
+      await this.record(job, { error, delivery, permanent });
+      if ((permanent || outOfDeliveries) && (await this.poison(job, error, delivery))) continue;
+      left++;
+      this.log.warn('finalize failed', { ...fields(job), delivery, delayMs, error });
+    }
+    // Acked only once every failed job is poisoned: a crash before leaves them to come back.
+    if (left === 0) settle(msg, 'ack', this.log);
+    else settle(msg, 'nak', this.log, delayMs);
+  }
+
+  private async record(
+    job: FinalizeJob,
+    f: { error: string; delivery: number; permanent: boolean },
+  ): Promise<void> {
     const task = this.ctx.loop.projection.tasks.get(`${job.runId}.${job.taskId}`);
     try {
       await this.failures.record(job, {
-        error,
+        ...f,
         at: new Date(this.ctx.now()).toISOString(),
-        delivery,
         round: task?.snapshot.context.finalizeRound ?? 0,
-        permanent,
         by: this.ctx.nodeId,
       });
     } catch (recordErr: unknown) {
       this.log.warn('finalize error not recorded', { ...fields(job), err: recordErr });
     }
-    const outOfDeliveries = this.maxDeliver > 0 && delivery >= this.maxDeliver;
-    if (permanent || outOfDeliveries) {
-      try {
-        const outcome = await this.poisoner.poison(job, { error, deliveries: delivery });
-        if (outcome === 'poisoned') this.stats.poisoned++;
-        // Acked only once poisoned: a crash before leaves the job to come back, not lost.
-        settle(msg, 'ack', this.log);
-        return;
-      } catch (poisonErr: unknown) {
-        // On the last delivery the nak below ends in a MAX_DELIVERIES advisory: the watcher
-        // poisons the job then.
-        this.log.error('poison failed', { ...fields(job), err: poisonErr });
-      }
+  }
+
+  /** Whether the job left the queue's care (poisoned, or found stale). */
+  private async poison(job: FinalizeJob, error: string, deliveries: number): Promise<boolean> {
+    try {
+      const outcome = await this.poisoner.poison(job, { error, deliveries });
+      if (outcome === 'poisoned') this.stats.poisoned++;
+      return true;
+    } catch (poisonErr: unknown) {
+      // On the last delivery the nak that follows ends in a MAX_DELIVERIES advisory: the
+      // watcher poisons the job then.
+      this.log.error('poison failed', { ...fields(job), err: poisonErr });
+      return false;
     }
-    const delayMs = finalizeDelayMs(delivery, this.opts.backoffBaseMs, this.opts.backoffCapMs);
-    this.log.warn('finalize failed', { ...fields(job), delivery, delayMs, error });
-    settle(msg, 'nak', this.log, delayMs);
   }
 
   private async dropUnreadable(msg: JsMsg): Promise<void> {

@@ -1,7 +1,7 @@
 /** The finalize component's entrance: what the rest of Sonar may use of it. */
 export { FailureLog } from './failure-log.js';
 export type { FinalizeFailure } from './failure-log.js';
-export { parseJob } from './finalize-job.js';
+export { parseJobs } from './finalize-job.js';
 export { finalizerPool } from './finalizer-pool.js';
 export { poisonHeldJob } from './max-deliveries-watcher.js';
 export { PoisonedAdmin } from './poisoned-admin.js';
@@ -12,3 +12,4 @@ export type {
   RetryOutcome,
 } from './poisoned-admin.js';
 export { Poisoner } from './poisoner.js';
+export { JobBatcher } from './job-batcher.js';

@@ -1,11 +1,12 @@
-import { AckPolicy, DeliverPolicy, JetStreamApiCodes, JetStreamApiError } from '@nats-io/jetstream';
+import { AckPolicy, DeliverPolicy } from '@nats-io/jetstream';
+import { isNoMessage } from '../../../streams/errors.js';
 import type { ConsumerConfig, JetStreamManager, JsMsg } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/transport-node';
 import type { Names } from '../../../streams/names.js';
 import { ensureConsumer } from '../../../streams/provision.js';
 import type { Logger } from '../../log.js';
 import type { FailureLog } from './failure-log.js';
-import { parseJob } from './finalize-job.js';
+import { parseJobs } from './finalize-job.js';
 import type { Poisoner } from './poisoner.js';
 import { SerialPuller } from './serial-puller.js';
 
@@ -35,9 +36,6 @@ interface MaxDeliveriesAdvisory {
   stream_seq?: number;
   deliveries?: number;
 }
-
-const isNoMessage = (err: unknown): boolean =>
-  err instanceof JetStreamApiError && err.code === JetStreamApiCodes.NoMessageFound;
 
 /**
  * Poisons jobs that ran out of deliveries without a finalizer deciding so: the last delivery's
@@ -91,12 +89,15 @@ export class MaxDeliveriesWatcher {
   }
 }
 
-/** What became of a job held in the finalize work queue past max_deliver. */
+/** What became of a job (or a batch) held in the finalize work queue past max_deliver. */
 export interface HeldJob {
-  /** `gone`: acked late or already moved; `unreadable`: not a job, its bytes were kept. */
+  /**
+   * `gone`: acked late or already moved; `unreadable`: not a job, its bytes were kept;
+   * `poisoned`: at least one of its jobs was (the others were stale).
+   */
   outcome: 'poisoned' | 'stale' | 'unreadable' | 'gone';
-  runId?: string;
-  taskId?: string;
+  /** The tasks (`<runId>.<taskId>`) of its jobs. */
+  tasks?: string[];
 }
 
 /**
@@ -121,16 +122,21 @@ export async function poisonHeldJob(
     throw err;
   }
   if (!stored) return { outcome: 'gone' };
-  const job = parseJob(stored.data);
+  const jobs = parseJobs(stored.data);
   let held: HeldJob;
-  if (job) {
-    const history = await failures.history(job.runId, job.taskId, job.attemptId);
-    const last = history.at(-1)?.error ?? 'finalize lease expired on its last delivery';
-    const outcome = await poisoner.poison(job, {
-      error: last,
-      deliveries: deliveries ?? history.length,
-    });
-    held = { outcome, runId: job.runId, taskId: job.taskId };
+  if (jobs) {
+    held = { outcome: 'stale', tasks: [] };
+    // A batch's jobs that finished are stale here; those left failed every delivery.
+    for (const { traceparent: _t, ...job } of jobs) {
+      const history = await failures.history(job.runId, job.taskId, job.attemptId);
+      const last = history.at(-1)?.error ?? 'finalize lease expired on its last delivery';
+      const outcome = await poisoner.poison(job, {
+        error: last,
+        deliveries: deliveries ?? history.length,
+      });
+      if (outcome === 'poisoned') held.outcome = 'poisoned';
+      held.tasks!.push(`${job.runId}.${job.taskId}`);
+    }
   } else {
     await poisoner.poisonUnreadable(stored.subject, stored.data);
     held = { outcome: 'unreadable' };

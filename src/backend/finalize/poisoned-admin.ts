@@ -1,4 +1,4 @@
-import { JetStreamApiCodes, JetStreamApiError } from '@nats-io/jetstream';
+import { isNoMessage } from '../../../streams/errors.js';
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import { ErrorCode, IllegalTransitionError, SonarError } from '../../../actors/errors.js';
 import type { Aggregate, TaskSnapshot } from '../../../actors/projection.js';
@@ -62,9 +62,6 @@ export class NotPoisonedError extends SonarError {
     );
   }
 }
-
-const isNoMessage = (err: unknown): boolean =>
-  err instanceof JetStreamApiError && err.code === JetStreamApiCodes.NoMessageFound;
 
 /**
  * The operator's side of poison (DESIGN.md sections 3 and 8): list and inspect Poisoned tasks,

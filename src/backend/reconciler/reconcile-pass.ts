@@ -16,6 +16,7 @@ import { DISPATCH_ACK_WAIT_MS } from '../../../streams/topology.js';
 import { inParallel } from '../in-parallel.js';
 import { undeliveredAttempts } from './dispatch-audit.js';
 import { reenqueueLostFinalizations } from './lost-finalizations.js';
+import type { BatchedTasks } from './lost-finalizations.js';
 
 /** Publishes one placement: mints an attempt, appends TaskPublished, sends the message. */
 export type Dispatch = (ctx: BackendContext, taskKey: string, tag: string) => Promise<unknown>;
@@ -91,6 +92,8 @@ const parts = (key: string) => {
 export class ReconcilePass {
   /** The last `pulseAt` seen per worker, for `WorkerLost.lastPulseAt` once its key is gone. */
   private readonly lastPulse = new Map<string, string>();
+  /** The tasks of queued finalization batches, read once each. */
+  private readonly finalizeBatches: BatchedTasks = new Map();
   /** Whether the next pass looks for the dispatch messages of Published tasks first. */
   private auditWanted = false;
   /** Attempts found without a dispatch message, until their task leaves them. */
@@ -272,6 +275,7 @@ export class ReconcilePass {
       { jsm: ctx.jsm, js: ctx.js, names: ctx.names, projection: ctx.loop.projection },
       this.deps.now(),
       ctx.config.finalizeLeaseMs,
+      { batches: this.finalizeBatches },
     );
     summary.reenqueued += keys.length;
     for (const key of keys) {

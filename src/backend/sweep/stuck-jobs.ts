@@ -1,5 +1,5 @@
 import type { JetStreamManager } from '@nats-io/jetstream';
-import { parseJob } from '../finalize/index.js';
+import { parseJobs } from '../finalize/index.js';
 import type { FailureLog } from '../finalize/index.js';
 import { poisonHeldJob } from '../finalize/index.js';
 import type { Poisoner } from '../finalize/index.js';
@@ -96,15 +96,21 @@ async function provenStuck(
   data: Uint8Array,
   maxDeliver: number,
 ): Promise<boolean> {
-  const job = parseJob(data);
+  const jobs = parseJobs(data);
   // Unreadable: the finalizer poisons it on its first delivery; still here means that failed.
-  if (!job) return true;
-  const task = await caughtUpTask(ctx, job.runId, job.taskId);
-  const c = task?.snapshot.context;
-  if (task?.snapshot.value !== 'Finalizing' || c?.attemptId !== job.attemptId) return true;
-  if (maxDeliver <= 0) return false;
-  const history = await deps.failures.history(job.runId, job.taskId, job.attemptId);
-  return history.some((f) => f.round === c.finalizeRound && f.delivery >= maxDeliver);
+  if (!jobs) return true;
+  // A batch is proven when each of its jobs is: those that finished are no longer Finalizing.
+  for (const job of jobs) {
+    const task = await caughtUpTask(ctx, job.runId, job.taskId);
+    const c = task?.snapshot.context;
+    if (task?.snapshot.value !== 'Finalizing' || c?.attemptId !== job.attemptId) continue;
+    if (maxDeliver <= 0) return false;
+    const history = await deps.failures.history(job.runId, job.taskId, job.attemptId);
+    if (!history.some((f) => f.round === c.finalizeRound && f.delivery >= maxDeliver)) {
+      return false;
+    }
+  }
+  return true;
 }
 
 /** Job stream seq -> its captured MAX_DELIVERIES advisory (own seq, deliveries). */

@@ -8,7 +8,6 @@ import { keyOf } from '../../../../actors/ids.js';
 import { DEFAULT_RETRY_POLICY, retryDelayMs } from '../../../../actors/task/retry-policy.js';
 import type { TaskContext } from '../../../../actors/task/task.machine.js';
 import { isConcurrencyError } from '../../../../streams/errors.js';
-import { enqueueFinalization } from '../../../../streams/queues.js';
 import { assertOutputSize } from '../../../limits.js';
 import { assertSlotsFit, DEFAULT_MAX_PAYLOAD } from '../../../pulse-size.js';
 import type { JoinReply, ParsedRequestOf } from '../../../protocol.js';
@@ -16,6 +15,7 @@ import { INLINE_OUTPUT_MAX, outputKey } from '../../../storage/output-store.js';
 import type { Handlers } from '../api-service.js';
 import type { BackendContext } from '../../context.js';
 import { StagedOutputs } from '../staged-outputs.js';
+import { JobBatcher } from '../../finalize/index.js';
 import { reportStage } from '../../task-stage-timing.js';
 import { didHappen, resolveAttempt, staleError } from './attempt.js';
 import type { AttemptRequest, ResolvedAttempt } from './attempt.js';
@@ -138,29 +138,38 @@ export function workerHandlers(ctx: BackendContext): Handlers {
     return task?.since == null ? null : Date.parse(task.since);
   };
 
+  // Half the server's max_payload: room for the headers and the JSON around the jobs.
+  const jobs = new JobBatcher(
+    ctx.js,
+    n,
+    ctx.config.finalizeBatch,
+    Math.floor((ctx.nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD) / 2),
+  );
+
   /**
-   * Enqueues the finalization job of the task's accepted result (idempotent by msg id), with
-   * the `result` request's trace context as its header: the finalization joins the trace.
+   * Enqueues the finalization job of the task's accepted result, with the `result` request's
+   * trace context: the finalization joins the trace. The first enqueue may share a message
+   * with other results'; a repeat (a retried `result`) goes alone, under the job's msg id, so
+   * that it is stored once.
    */
-  const enqueue = async (req: AttemptRequest, traceparent?: string): Promise<void> => {
+  const enqueue = async (
+    req: AttemptRequest,
+    traceparent: string | undefined,
+    first: boolean,
+  ): Promise<void> => {
     const task = ctx.loop.projection.tasks.get(keyOf(req.runId, req.taskId))?.snapshot;
     if (!task || task.value !== 'Finalizing' || task.context.attemptId !== req.attemptId) return;
     const output = task.context.output;
     if (!output) return;
-    await enqueueFinalization(
-      ctx.js,
-      n,
-      {
-        runId: req.runId,
-        taskId: req.taskId,
-        attemptId: req.attemptId,
-        outputRef: output.ref,
-        ...(output.inline !== null && { outputInline: output.inline }),
-      },
-      task.context.finalizeRound,
-      undefined,
-      traceparent,
-    );
+    const job = {
+      runId: req.runId,
+      taskId: req.taskId,
+      attemptId: req.attemptId,
+      outputRef: output.ref,
+      ...(output.inline !== null && { outputInline: output.inline }),
+    };
+    const round = task.context.finalizeRound;
+    await (first ? jobs.enqueue(job, round, traceparent) : jobs.single(job, round, traceparent));
   };
 
   return {
@@ -260,10 +269,10 @@ export function workerHandlers(ctx: BackendContext): Handlers {
             id: `result.${req.attemptId}`,
           });
           reportStage(ctx.nodeId, 'run', a.task.context, written, movedAt(req));
-          await enqueue(req, call.traceparent);
+          await enqueue(req, call.traceparent, true);
         },
         done: sameWorker(req),
-        again: () => enqueue(req, call.traceparent),
+        again: () => enqueue(req, call.traceparent, false),
       });
     },
 
