@@ -129,12 +129,14 @@ export interface Sample {
   kinds: Map<string, number>;
 }
 
+/** `traffic()`: the counter while one runs (its own load is then part of every figure). */
 export function sampler(
   pids: () => Record<string, number>,
   monitorUrl: string,
-  traffic?: TrafficCounter,
+  traffic: () => TrafficCounter | undefined,
 ) {
   return async (): Promise<Sample> => {
+    const counter = traffic();
     const varz = (await (await fetch(`${monitorUrl}/varz`)).json()) as {
       in_msgs: number;
       out_msgs: number;
@@ -150,8 +152,8 @@ export function sampler(
     return {
       at: performance.now(),
       cpuS,
-      serverMsgs: varz.in_msgs + varz.out_msgs - (traffic?.received() ?? 0),
-      kinds: traffic?.snapshot() ?? new Map(),
+      serverMsgs: varz.in_msgs + varz.out_msgs - (counter?.received() ?? 0),
+      kinds: counter?.snapshot() ?? new Map(),
     };
   };
 }

@@ -10,6 +10,8 @@ export interface E2eResult {
   setup: Record<string, unknown>;
   rawPublish: { rate: number; usage: Usage }[];
   throughput: Throughput[];
+  /** One more throughput run with the traffic counter on: messages by kind, not speed. */
+  traffic: Throughput | null;
   light: Latency[];
   recovery: Recovery[];
   memory: Awaited<ReturnType<typeof memoryAt>>[];
