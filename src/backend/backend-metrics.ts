@@ -69,7 +69,7 @@ export class BackendMetrics {
     this.capacityGlobal = gauge('sonar_capacity_global', 'Free task capacity, all tags');
     this.finalizeDepth = gauge(
       'sonar_finalize_queue_depth',
-      'Finalization jobs in the SONAR_FINALIZE work queue',
+      'Messages in the SONAR_FINALIZE work queue: a job, or a batch of inline-output jobs',
     );
     this.leader = gauge('sonar_reconciler_leader', '1 when this backend was last elected leader');
     this.position = gauge('sonar_projection_seq', 'Stream sequence the projection has applied');
