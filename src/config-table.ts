@@ -23,6 +23,7 @@ import {
 import type { Parser } from './config-parsers.js';
 import { maskResultsUrl, parseResultsUrl } from './storage/postgres/pg-url.js';
 import { parseCommandPolicy } from './worker/command-policy.js';
+import { FINALIZE_BATCH_MAX } from '../streams/queues.js';
 
 /** The processes a setting matters to. `cli`: the one-shot verbs and the client SDK. */
 export type SettingUser = 'backend' | 'worker' | 'cli';
@@ -263,10 +264,10 @@ export const SETTINGS = {
   SONAR_FINALIZE_BATCH: defaulted(
     'finalizeBatch',
     '64',
-    integer(1),
+    integer(1, FINALIZE_BATCH_MAX),
     'most inline-output finalization jobs in one message (1: single jobs only)',
     BACKEND,
-    "The results a backend accepts in the same moment (a worker's `batch` request, and the requests beside it) with inline outputs go to the finalization queue as one message of up to this many jobs, which the finalizer runs one by one, each with its own fencing, retries and poison ([Contract](contract.md)). `1` enqueues every job alone, the form every backend reads: set it while backends that predate batches still run beside this one, since such a backend cannot read a batch (it moves it to `SONAR_POISON` as unreadable, and its tasks are finalized one lease later, when the reconciler enqueues their jobs again).",
+    "The results a backend accepts in the same moment (a worker's `batch` request, and the requests beside it) with inline outputs go to the finalization queue as one message of up to this many jobs, which the finalizer runs one by one, each with its own fencing; what a batch's first delivery leaves unfinished goes on as single jobs, with their own retries and poison ([Contract](contract.md)). `1` enqueues every job alone, the form every backend reads: set it while backends that predate batches still run beside this one, since such a backend cannot read a batch (it moves it to `SONAR_POISON` as unreadable, and its tasks are finalized one lease later, when the reconciler enqueues their jobs again).",
   ),
   SONAR_FINALIZE_LEASE: defaulted(
     'finalizeLeaseMs',

@@ -94,10 +94,18 @@ export interface FinalizeJob {
   outputInline?: string;
 }
 
-/** A job of a batch: the job, and the trace context a single job carries in its header. */
+/**
+ * A job of a batch: the job, its operator retry round (a poisoned job's entry may outlive
+ * the poison in a batch still queued for its mates: a retried task's new round is not its
+ * business), and the trace context a single job carries in its header.
+ */
 export interface BatchedJob extends FinalizeJob {
+  round: number;
   traceparent?: string;
 }
+
+/** The most jobs in one batch, well above what a message holds at the usual output sizes. */
+export const FINALIZE_BATCH_MAX = 1_000;
 
 /**
  * Several jobs of inline outputs in one message (`{"jobs": [...]}`): one publish, delivery and
@@ -132,9 +140,8 @@ export function enqueueFinalization(
 }
 
 /**
- * Enqueues a batch on `<prefix>.finalize._batch.<id>`; `fin.batch.<id>` dedupes a retried
- * publish. Each job keeps its own fencing: the finalizer runs them one by one, as it would
- * the single jobs.
+ * Enqueues a batch on `<prefix>.finalize._batch.<id>`, msg id `fin.batch.<id>`: a publish
+ * sent again with the same id is stored once.
  */
 export function enqueueFinalizationBatch(
   js: JetStreamClient,
@@ -146,3 +153,6 @@ export function enqueueFinalizationBatch(
     msgID: `fin.batch.${id}`,
   });
 }
+
+/** The batch id of a batch subject (its last token). */
+export const batchIdOf = (subject: string): string => subject.slice(subject.lastIndexOf('.') + 1);

@@ -35,7 +35,8 @@ async function streamCount(stream: string): Promise<number> {
 }
 
 async function enqueueBatch(s: FinalizeScene, jobs: FinalizeJob[], id = 'b1'): Promise<void> {
-  await enqueueFinalizationBatch(jetstream(nats.nc), s.n, { jobs }, id);
+  const entries = jobs.map((j) => ({ ...j, round: 0 }));
+  await enqueueFinalizationBatch(jetstream(nats.nc), s.n, { jobs: entries }, id);
 }
 
 async function typesOf(s: FinalizeScene, runId: string, taskId: string): Promise<string[]> {
@@ -131,7 +132,7 @@ describe('a batch in the finalizer', () => {
     await eventually(async () => Object.keys(await queued(s.n)).length === 0);
   });
 
-  it('retries only the failing job, with the backoff, and poisons it after max_deliver', async () => {
+  it('a failed batch waits its backoff, then its unfinished jobs go on alone, each to its own max_deliver', async () => {
     const s = await world.scene();
     const sink = new InstrumentedSink(s.kv);
     // `flaky` fails twice then works; `bad` always fails.
@@ -145,10 +146,13 @@ describe('a batch in the finalizer', () => {
     // The jobs that finished are not run again: one sink write each.
     expect(sink.callsFor('r1.ok1')).toHaveLength(1);
     expect(sink.callsFor('r1.ok2')).toHaveLength(1);
+    // In the batch, then alone: the split comes after the batch's backoff.
     const flaky = sink.callsFor('r1.flaky').map((c) => c.at);
     expect(flaky).toHaveLength(3);
     expect(flaky[1]! - flaky[0]!).toBeGreaterThanOrEqual(90);
-    expect(sink.callsFor('r1.bad')).toHaveLength(6);
+    expect(flaky[2]! - flaky[1]!).toBeGreaterThanOrEqual(90);
+    // One try in the batch, then max_deliver (6) of its own.
+    expect(sink.callsFor('r1.bad')).toHaveLength(7);
     for (const id of ['ok1', 'flaky', 'ok2']) {
       const types = await typesOf(s, 'r1', id);
       expect(types.filter((t) => t === 'TaskFinalized')).toHaveLength(1);
@@ -157,10 +161,73 @@ describe('a batch in the finalizer', () => {
     expect(events.at(-1)).toMatchObject({ type: 'TaskPoisoned', data: { deliveries: 6 } });
     const failures = await FailureLog.open(nats.nc, s.n);
     expect((await failures.history('r1', 'bad', 'a1')).map((f) => f.delivery)).toEqual([
-      1, 2, 3, 4, 5, 6,
+      1, 1, 2, 3, 4, 5, 6,
     ]);
-    expect((await failures.history('r1', 'flaky', 'a1')).map((f) => f.delivery)).toEqual([1, 2]);
+    expect((await failures.history('r1', 'flaky', 'a1')).map((f) => f.delivery)).toEqual([1, 1]);
     await eventually(async () => Object.keys(await queued(s.n)).length === 0);
+  });
+
+  it('a batch taken by a backend that died is split on its next delivery, and every job finalized once', async () => {
+    const s = await world.scene({ finalizeLeaseMs: 1_000 });
+    const { n } = s;
+    const jobs = await s.seed({ runId: 'r1', taskIds: taskIds(5, 't') });
+    await enqueueBatch(s, jobs, 'dead');
+    // Taken and never settled: the lease runs out, as when its backend is SIGKILLed.
+    const consumer = await jetstream(nats.nc).consumers.get(
+      n.streams.finalize,
+      n.consumers.finalizer,
+    );
+    expect((await consumer.next({ expires: 2_000 }))?.info.deliveryCount).toBe(1);
+    const sink = new InstrumentedSink(s.kv);
+    const b = await s.startPool({ sink, env: { SONAR_FINALIZE_LEASE: '1s' } });
+    await eventually(() => s.countIn('r1', 'Succeeded') === 5);
+    expect(sink.calls).toHaveLength(5);
+    for (const j of jobs) {
+      expect((await typesOf(s, 'r1', j.taskId)).filter((t) => t === 'TaskFinalized')).toHaveLength(
+        1,
+      );
+    }
+    const jsm = await jetstreamManager(nats.nc);
+    // The batch, then one single job for each of its five.
+    expect((await jsm.streams.info(n.streams.finalize)).state.last_seq).toBe(6);
+    await eventually(async () => (await streamCount(n.streams.finalize)) === 0);
+    expect(b.component(FinalizerPool).stats).toMatchObject({ finalized: 5, failed: 0 });
+  });
+
+  it("a job poisoned in a batch and retried by an operator is its new round's business", async () => {
+    const s = await world.scene({ finalizeLeaseMs: 500 });
+    const { n } = s;
+    const jobs = await s.seed({ runId: 'r1', taskIds: ['retried', 'mate'] });
+    const task = n.subjects.task('r1', 'retried');
+    await s.w.writer.write({
+      subject: task,
+      type: 'TaskPoisoned',
+      data: { attemptId: 'a1', error: 'sink refused', deliveries: 1 },
+    });
+    await s.w.writer.write({
+      subject: task,
+      type: 'TaskFinalizeRetried',
+      data: { attemptId: 'a1', by: 'operator' },
+    });
+    expect(s.stateOf('r1', 'retried')).toBe('Finalizing');
+    // Its round-0 entry, still queued in the batch of its mate.
+    await enqueueBatch(s, jobs);
+    const deps = {
+      jsm: await jetstreamManager(nats.nc),
+      js: jetstream(nats.nc),
+      names: n,
+      projection: s.w.loop.projection,
+    };
+    // The entry is no job of round 1: the task's job counts as lost.
+    expect(await reenqueueLostFinalizations(deps, Date.now() + 5_000, 500)).toEqual(['r1.retried']);
+    const sink = new InstrumentedSink(s.kv);
+    await s.startPool({ sink });
+    await eventually(() => s.countIn('r1', 'Succeeded') === 2);
+    // Run once, by its round-1 job: the batch's entry was dropped as stale.
+    expect(sink.callsFor('r1.retried')).toHaveLength(1);
+    expect((await typesOf(s, 'r1', 'retried')).filter((t) => t === 'TaskFinalized')).toHaveLength(
+      1,
+    );
   });
 
   it('a batch that ran out of deliveries while no backend was up: its unfinished jobs are poisoned', async () => {
@@ -210,7 +277,7 @@ describe('lost finalizations and batches', () => {
     const known: BatchedTasks = new Map();
     const later = Date.now() + 5_000;
     expect(await reenqueueLostFinalizations(deps, later, 500, { batches: known })).toEqual([]);
-    expect([...known.values()]).toEqual([jobs.map((j) => `r1.${j.taskId}`)]);
+    expect([...known.values()]).toEqual([jobs.map((j) => `r1.${j.taskId}/a1/0`)]);
     // The batch lost (purged): every task of it is enqueued again, alone.
     await deps.jsm.streams.purge(s.n.streams.finalize);
     const again = await reenqueueLostFinalizations(deps, later, 500, { batches: known });

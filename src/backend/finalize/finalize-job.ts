@@ -4,6 +4,7 @@ import type { StepContext } from '../../../actors/step/step.machine.js';
 import type { TaskContext } from '../../../actors/task/task.machine.js';
 import type { EventStore } from '../../../streams/event-store.js';
 import type { Names } from '../../../streams/names.js';
+import { FINALIZE_BATCH_MAX } from '../../../streams/queues.js';
 import type { BatchedJob, FinalizeJob } from '../../../streams/queues.js';
 import { resultKeyOf } from '../../storage/results-sink.js';
 import type { ResultsSink, UpsertOutcome } from '../../storage/results-sink.js';
@@ -27,8 +28,25 @@ const jobSchema = z.object({
 });
 
 const batchSchema = z.object({
-  jobs: z.array(jobSchema.extend({ traceparent: z.string().optional() })).min(1),
+  jobs: z
+    .array(
+      jobSchema.extend({
+        round: z.number().int().min(0),
+        traceparent: z.string().max(256).optional(),
+      }),
+    )
+    .min(1)
+    .max(FINALIZE_BATCH_MAX),
 });
+
+/** A job off the queue: a single one (no round: it is fenced by its attempt), or a batch's. */
+export type QueuedJob = FinalizeJob & Partial<Pick<BatchedJob, 'round' | 'traceparent'>>;
+
+/** What a message of the queue holds: its jobs, and whether it is a batch. */
+export interface QueuedMessage {
+  jobs: QueuedJob[];
+  batch: boolean;
+}
 
 const decoder = new TextDecoder();
 
@@ -36,7 +54,7 @@ const decoder = new TextDecoder();
  * The jobs of a message off the queue: one for a single job, several for a batch; null when
  * the payload is neither (it is poisoned, not retried).
  */
-export function parseJobs(data: Uint8Array): BatchedJob[] | null {
+export function parseJobs(data: Uint8Array): QueuedMessage | null {
   let raw: unknown;
   try {
     raw = JSON.parse(decoder.decode(data));
@@ -44,9 +62,9 @@ export function parseJobs(data: Uint8Array): BatchedJob[] | null {
     return null;
   }
   const single = jobSchema.safeParse(raw);
-  if (single.success) return [single.data];
+  if (single.success) return { jobs: [single.data], batch: false };
   const batch = batchSchema.safeParse(raw);
-  return batch.success ? batch.data.jobs : null;
+  return batch.success ? { jobs: batch.data.jobs, batch: true } : null;
 }
 
 /** What a job needs from its backend. */
@@ -65,12 +83,13 @@ export interface CurrentTask {
   step: StepContext | undefined;
 }
 
-function lookup(deps: Pick<JobDeps, 'loop'>, job: FinalizeJob): CurrentTask | null {
+function lookup(deps: Pick<JobDeps, 'loop'>, job: QueuedJob): CurrentTask | null {
   const p = deps.loop.projection;
   const entry = p.tasks.get(`${job.runId}.${job.taskId}`);
   if (entry?.snapshot.value !== 'Finalizing') return null;
   const task = entry.snapshot.context;
   if (task.attemptId !== job.attemptId) return null;
+  if (job.round !== undefined && job.round !== task.finalizeRound) return null;
   return { task, step: p.steps.get(`${job.runId}.${task.spec.stepId}`)?.snapshot.context };
 }
 
@@ -81,7 +100,7 @@ function lookup(deps: Pick<JobDeps, 'loop'>, job: FinalizeJob): CurrentTask | nu
  */
 export async function currentFinalizing(
   deps: Pick<JobDeps, 'loop' | 'store' | 'names'>,
-  job: FinalizeJob,
+  job: QueuedJob,
 ): Promise<CurrentTask | null> {
   const found = lookup(deps, job);
   if (found) return found;
@@ -106,7 +125,7 @@ export type JobOutcome =
  * Throws on failure (PermanentFinalizeError when no retry can help); the pool acks, naks or
  * poisons.
  */
-export async function runFinalizeJob(deps: JobDeps, job: FinalizeJob): Promise<JobOutcome> {
+export async function runFinalizeJob(deps: JobDeps, job: QueuedJob): Promise<JobOutcome> {
   const key = resultKeyOf(job.runId, job.taskId);
   const current = await currentFinalizing(deps, job);
   if (!current) return { kind: 'stale', reason: 'task is not finalizing this attempt' };

@@ -17,7 +17,15 @@ import { FailureLog } from './failure-log.js';
 import { SpanKind, trace } from '@opentelemetry/api';
 import { failSpan, inSpan, tracingInUse } from '../../tracing/tracer.js';
 import { TRACEPARENT, contextFromTraceparent } from '../../tracing/traceparent.js';
-import { isPermanentFinalizeError, parseJobs, runFinalizeJob } from './finalize-job.js';
+import {
+  currentFinalizing,
+  isPermanentFinalizeError,
+  parseJobs,
+  runFinalizeJob,
+} from './finalize-job.js';
+import type { QueuedJob } from './finalize-job.js';
+import { plainJob } from './job-batcher.js';
+import { batchIdOf, enqueueFinalization, finalizeMsgId } from '../../../streams/queues.js';
 import { reportStage } from '../task-stage-timing.js';
 import type { JobDeps, JobOutcome } from './finalize-job.js';
 import { MaxDeliveriesWatcher } from './max-deliveries-watcher.js';
@@ -137,7 +145,7 @@ export interface FinalizerStats {
 type Ran = 'done' | 'halted' | { err: unknown };
 
 interface Failed {
-  job: FinalizeJob;
+  job: QueuedJob;
   err: unknown;
 }
 
@@ -266,15 +274,18 @@ export class FinalizerPool implements Component {
 
   /**
    * One message: a single job, or a batch whose jobs run one by one in this lane. A batch is
-   * settled as one message, and each of its jobs keeps the single job's guarantees: a job that
-   * finished (finalized, stale or poisoned) is a no-op on a redelivery, so the jobs a
-   * redelivery runs are exactly those that failed every delivery so far, and the message's
-   * delivery count is theirs.
+   * run as a batch once: what its first delivery leaves unfinished (failed, or not run
+   * because the pool stopped or the backend died) is split into single jobs on its next
+   * delivery (see split), so every job keeps the deliveries, backoff and poison of its own.
    */
   private async handle(msg: JsMsg): Promise<void> {
-    const jobs = parseJobs(msg.data);
-    if (!jobs) {
+    const queued = parseJobs(msg.data);
+    if (!queued) {
       await this.dropUnreadable(msg);
+      return;
+    }
+    if (queued.batch && msg.info.deliveryCount > 1) {
+      await this.split(msg, queued.jobs);
       return;
     }
     // The lease must outlive a slow output store or sink: renew well before ack_wait ends.
@@ -288,31 +299,66 @@ export class FinalizerPool implements Component {
     }, this.renewMs);
     try {
       const failed: Failed[] = [];
-      for (const { traceparent, ...job } of jobs) {
-        const ran = await this.traced(msg, job, traceparent);
+      let halted = false;
+      for (const job of queued.jobs) {
+        const ran = await this.traced(msg, job);
         if (ran === 'halted') {
-          // Stopped while the sink was down: hand the job back now rather than after its lease.
-          settle(msg, 'nak', this.log);
-          return;
+          halted = true;
+          break;
         }
         if (ran !== 'done') failed.push({ job, err: ran.err });
       }
-      if (failed.length === 0) settle(msg, 'ack', this.log);
-      else await this.onFailures(msg, failed);
+      const left = await this.onFailures(msg, failed);
+      // Stopped while the sink was down: hand the message back now rather than after its lease.
+      if (halted) settle(msg, 'nak', this.log);
+      // Acked only once every failed job is poisoned: a crash before leaves them to come back.
+      else if (left === 0) settle(msg, 'ack', this.log);
+      else settle(msg, 'nak', this.log, this.delayMs(msg));
     } finally {
       clearInterval(renew);
     }
   }
 
   /**
+   * A batch delivered again: each of its jobs still Finalizing with its attempt and round goes
+   * back to the queue alone, then the batch is acked. Its msg id names the batch
+   * (`fin.<runId>.<taskId>.<attemptId>.<round>.split-<batchId>`), so a split repeated after a
+   * crash is stored once. Its first delivery is the job's own first retry.
+   */
+  private async split(msg: JsMsg, jobs: QueuedJob[]): Promise<void> {
+    const { ctx } = this;
+    const batchId = batchIdOf(msg.subject);
+    try {
+      let alone = 0;
+      for (const job of jobs) {
+        if (!(await currentFinalizing(this.deps, job))) continue; // finished, or stale
+        const round = job.round ?? 0;
+        const msgId = `${finalizeMsgId(job, round)}.split-${batchId}`;
+        await enqueueFinalization(ctx.js, ctx.names, plainJob(job), round, msgId, job.traceparent);
+        alone++;
+      }
+      this.log.debug('finalize batch split', { subject: msg.subject, jobs: alone });
+      settle(msg, 'ack', this.log);
+    } catch (err: unknown) {
+      this.log.warn('finalize batch not split', { subject: msg.subject, err });
+      settle(msg, 'nak', this.log, this.delayMs(msg));
+    }
+  }
+
+  private delayMs(msg: JsMsg): number {
+    const { backoffBaseMs, backoffCapMs } = this.opts;
+    return finalizeDelayMs(msg.info.deliveryCount, backoffBaseMs, backoffCapMs);
+  }
+
+  /**
    * Runs one job in a span of its own, the child of the `result` request's: named by the
    * job's entry in a batch, by the message's header for a single job, or else by the run.
    */
-  private async traced(msg: JsMsg, job: FinalizeJob, ofEntry?: string): Promise<Ran> {
+  private async traced(msg: JsMsg, job: QueuedJob): Promise<Ran> {
     // Not in use: the span would be a no-op one, active in a context nobody can read.
     if (!this.tracing) return this.runOne(job);
     const traceparent =
-      ofEntry ||
+      job.traceparent ||
       msg.headers?.get(TRACEPARENT) ||
       this.ctx.loop.projection.runs.get(job.runId)?.snapshot.context.traceparent;
     if (!traceparent) return this.runOne(job);
@@ -332,7 +378,7 @@ export class FinalizerPool implements Component {
     );
   }
 
-  private async runOne(job: FinalizeJob): Promise<Ran> {
+  private async runOne(job: QueuedJob): Promise<Ran> {
     try {
       const outcome = await this.runHeld(job);
       if (outcome === null) return 'halted';
@@ -358,7 +404,7 @@ export class FinalizerPool implements Component {
    * again once the breaker closes, so an outage spends none of its deliveries. Null: the
    * pool stopped meanwhile.
    */
-  private async runHeld(job: FinalizeJob): Promise<JobOutcome | null> {
+  private async runHeld(job: QueuedJob): Promise<JobOutcome | null> {
     for (;;) {
       await this.breaker.whenClosed();
       if (this.halt.signal.aborted) return null;
@@ -373,13 +419,12 @@ export class FinalizerPool implements Component {
   }
 
   /**
-   * Records each failure; poisons a job whose error is permanent, or all once the message is
-   * on its last delivery; naks the message with the backoff delay while any job is left.
+   * Records each failure, and poisons a job whose error is permanent, or every one on the
+   * message's last delivery. Returns how many are left to retry.
    */
-  private async onFailures(msg: JsMsg, failed: Failed[]): Promise<void> {
+  private async onFailures(msg: JsMsg, failed: Failed[]): Promise<number> {
     const delivery = msg.info.deliveryCount;
     const outOfDeliveries = this.maxDeliver > 0 && delivery >= this.maxDeliver;
-    const delayMs = finalizeDelayMs(delivery, this.opts.backoffBaseMs, this.opts.backoffCapMs);
     let left = 0;
     for (const { job, err } of failed) {
       this.stats.failed++;
@@ -389,11 +434,14 @@ export class FinalizerPool implements Component {
       await this.record(job, { error, delivery, permanent });
       if ((permanent || outOfDeliveries) && (await this.poison(job, error, delivery))) continue;
       left++;
-      this.log.warn('finalize failed', { ...fields(job), delivery, delayMs, error });
+      this.log.warn('finalize failed', {
+        ...fields(job),
+        delivery,
+        delayMs: this.delayMs(msg),
+        error,
+      });
     }
-    // Acked only once every failed job is poisoned: a crash before leaves them to come back.
-    if (left === 0) settle(msg, 'ack', this.log);
-    else settle(msg, 'nak', this.log, delayMs);
+    return left;
   }
 
   private async record(
@@ -414,7 +462,7 @@ export class FinalizerPool implements Component {
   }
 
   /** Whether the job left the queue's care (poisoned, or found stale). */
-  private async poison(job: FinalizeJob, error: string, deliveries: number): Promise<boolean> {
+  private async poison(job: QueuedJob, error: string, deliveries: number): Promise<boolean> {
     try {
       const outcome = await this.poisoner.poison(job, { error, deliveries });
       if (outcome === 'poisoned') this.stats.poisoned++;

@@ -2,6 +2,7 @@
 export { FailureLog } from './failure-log.js';
 export type { FinalizeFailure } from './failure-log.js';
 export { parseJobs } from './finalize-job.js';
+export type { QueuedJob } from './finalize-job.js';
 export { finalizerPool } from './finalizer-pool.js';
 export { poisonHeldJob } from './max-deliveries-watcher.js';
 export { PoisonedAdmin } from './poisoned-admin.js';

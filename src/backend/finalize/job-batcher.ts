@@ -39,7 +39,11 @@ export class JobBatcher {
     if (this.maxJobs <= 1 || job.outputInline === undefined || round !== 0) {
       return this.single(job, round, traceparent);
     }
-    const entry: BatchedJob = { ...job, ...(traceparent !== undefined && { traceparent }) };
+    const entry: BatchedJob = {
+      ...job,
+      round: 0,
+      ...(traceparent !== undefined && { traceparent }),
+    };
     const size = sizeOf(entry);
     if (this.waiting.length > 0 && this.bytes + size > this.maxBytes) this.flush();
     return new Promise<void>((resolve, reject) => {
@@ -65,11 +69,40 @@ export class JobBatcher {
     );
   }
 
+  /**
+   * Every result of the batch waits on this publish: one whose ack was lost (a timeout) is sent
+   * again under the same msg id, stored once, before the results are failed.
+   */
+  private async publish(jobs: BatchedJob[]): Promise<void> {
+    const id = newId();
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await enqueueFinalizationBatch(this.js, this.names, { jobs }, id);
+        return;
+      } catch (err: unknown) {
+        if (attempt >= PUBLISH_ATTEMPTS) throw err;
+      }
+    }
+  }
+
   /** The job alone, under its own msg id (`fin.<runId>.<taskId>.<attemptId>.<round>`). */
   async single(job: FinalizeJob, round: number, traceparent?: string): Promise<void> {
-    const { traceparent: _inBatch, ...plain } = job as BatchedJob;
-    await enqueueFinalization(this.js, this.names, plain, round, undefined, traceparent);
+    await enqueueFinalization(this.js, this.names, plainJob(job), round, undefined, traceparent);
   }
+}
+
+const PUBLISH_ATTEMPTS = 3;
+
+/** The job of DESIGN.md section 7 alone, without what a batch entry adds. */
+export function plainJob(job: FinalizeJob | BatchedJob): FinalizeJob {
+  const { runId, taskId, attemptId, outputRef, outputInline } = job;
+  return {
+    runId,
+    taskId,
+    attemptId,
+    outputRef,
+    ...(outputInline !== undefined && { outputInline }),
+  };
 }
 
 /** About the JSON bytes of an entry: base64 dominates, the rest is ids. */

@@ -122,12 +122,12 @@ export async function poisonHeldJob(
     throw err;
   }
   if (!stored) return { outcome: 'gone' };
-  const jobs = parseJobs(stored.data);
+  const queued = parseJobs(stored.data);
   let held: HeldJob;
-  if (jobs) {
+  if (queued) {
     held = { outcome: 'stale', tasks: [] };
-    // A batch's jobs that finished are stale here; those left failed every delivery.
-    for (const { traceparent: _t, ...job } of jobs) {
+    // A batch's jobs that finished (or were split off) are stale here.
+    for (const job of queued.jobs) {
       const history = await failures.history(job.runId, job.taskId, job.attemptId);
       const last = history.at(-1)?.error ?? 'finalize lease expired on its last delivery';
       const outcome = await poisoner.poison(job, {

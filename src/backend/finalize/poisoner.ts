@@ -4,7 +4,8 @@ import type { FinalizeJob } from '../../../streams/queues.js';
 import type { Logger } from '../../log.js';
 import type { FailureLog, FinalizeFailure } from './failure-log.js';
 import { currentFinalizing } from './finalize-job.js';
-import type { JobDeps } from './finalize-job.js';
+import type { JobDeps, QueuedJob } from './finalize-job.js';
+import { plainJob } from './job-batcher.js';
 
 /** A message of `SONAR_POISON` (`<prefix>.poison.<runId>.<taskId>`): kept for inspection. */
 export interface PoisonRecord {
@@ -41,7 +42,7 @@ export class Poisoner {
   constructor(private readonly deps: PoisonerDeps) {}
 
   async poison(
-    job: FinalizeJob,
+    job: QueuedJob,
     why: { error: string; deliveries: number },
   ): Promise<'poisoned' | 'stale'> {
     const { deps } = this;
@@ -49,7 +50,7 @@ export class Poisoner {
     if (!current) return 'stale';
     const round = current.task.finalizeRound;
     const record: PoisonRecord = {
-      job,
+      job: plainJob(job),
       attemptId: job.attemptId,
       round,
       error: why.error,

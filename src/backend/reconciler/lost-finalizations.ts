@@ -6,6 +6,7 @@ import { enqueueFinalization } from '../../../streams/queues.js';
 import type { FinalizeJob } from '../../../streams/queues.js';
 import { parseJobs } from '../finalize/index.js';
 import { isNoMessage } from '../../../streams/errors.js';
+import { inParallel } from '../in-parallel.js';
 
 /**
  * Finalizing tasks whose result was accepted more than one lease ago: by then their job, if
@@ -48,22 +49,25 @@ export async function reenqueueLostFinalizations(
     subjects_filter: n.subjects.finalizeAll,
   });
   const queued = info.state.subjects ?? {};
-  const ownSubject = (key: string): string => {
-    const c = p.tasks.get(key)!.snapshot.context.spec;
-    return n.subjects.finalize(c.runId, c.taskId);
-  };
   // Jobs travel alone on their task's subject, or in a batch: read the batches only when a
   // task is on no subject of its own.
-  const inBatches = candidates.some((key) => !Object.hasOwn(queued, ownSubject(key)))
-    ? await tasksInBatches(jsm, n, queued, opts.batches ?? new Map<string, string[]>())
-    : new Set<string>();
+  const alone = (key: string): boolean => {
+    const spec = p.tasks.get(key)?.snapshot.context.spec;
+    return (
+      spec !== undefined && Object.hasOwn(queued, n.subjects.finalize(spec.runId, spec.taskId))
+    );
+  };
+  const inBatches = candidates.every(alone)
+    ? new Set<string>()
+    : await jobsInBatches(jsm, n, queued, opts.batches ?? new Map<string, string[]>());
   const out: string[] = [];
   for (const key of candidates) {
     const entry = p.tasks.get(key);
     if (entry?.snapshot.value !== 'Finalizing') continue; // moved on meanwhile
     const c = entry.snapshot.context;
     const { runId, taskId } = c.spec;
-    if (Object.hasOwn(queued, n.subjects.finalize(runId, taskId)) || inBatches.has(key)) continue;
+    if (Object.hasOwn(queued, n.subjects.finalize(runId, taskId))) continue;
+    if (inBatches.has(batchedJobKey(key, c.attemptId ?? '', c.finalizeRound))) continue;
     if (c.attemptId === null || c.output === null) continue;
     const job: FinalizeJob = {
       runId,
@@ -86,14 +90,21 @@ export async function reenqueueLostFinalizations(
   return out;
 }
 
-/** Batch subject -> the tasks (`<runId>.<taskId>`) of its jobs. A batch never changes. */
+/** Batch subject -> its jobs, as {@link batchedJobKey}s. A batch never changes. */
 export type BatchedTasks = Map<string, string[]>;
 
+/** A job of a batch: its task, attempt and round (a poisoned job's entry may outlive it). */
+const batchedJobKey = (task: string, attemptId: string, round: number): string =>
+  `${task}/${attemptId}/${round}`;
+
+/** Batches read at once: a pass after a long sink outage may find thousands queued. */
+const BATCH_READS_IN_FLIGHT = 16;
+
 /**
- * The tasks of every batch still queued, read once per batch: `known` keeps what was read
+ * The jobs of every batch still queued, each batch read once: `known` keeps what was read
  * (and forgets batches gone from the queue). A batch subject holds one message, its own.
  */
-async function tasksInBatches(
+async function jobsInBatches(
   jsm: JetStreamManager,
   n: Names,
   queued: Record<string, number>,
@@ -101,23 +112,25 @@ async function tasksInBatches(
 ): Promise<Set<string>> {
   const head = n.subjects.finalizeBatchAll.slice(0, -1);
   for (const subject of known.keys()) if (!Object.hasOwn(queued, subject)) known.delete(subject);
+  const unread = Object.keys(queued).filter((s) => s.startsWith(head) && !known.has(s));
+  const read = await inParallel(unread, BATCH_READS_IN_FLIGHT, (s) => batchJobs(jsm, n, s));
+  read.forEach((r, i) => {
+    if (r.status === 'fulfilled') known.set(unread[i]!, r.value);
+  });
+  // Unknown is not lost: the pass tries again next time.
+  const failed = read.find((r) => r.status === 'rejected');
+  if (failed) throw failed.reason;
   const out = new Set<string>();
-  for (const subject of Object.keys(queued)) {
-    if (!subject.startsWith(head)) continue;
-    let tasks = known.get(subject);
-    if (!tasks) {
-      tasks = await batchTasks(jsm, n, subject);
-      known.set(subject, tasks);
-    }
-    for (const t of tasks) out.add(t);
-  }
+  for (const subject of Object.keys(queued)) for (const j of known.get(subject) ?? []) out.add(j);
   return out;
 }
 
-async function batchTasks(jsm: JetStreamManager, n: Names, subject: string): Promise<string[]> {
+async function batchJobs(jsm: JetStreamManager, n: Names, subject: string): Promise<string[]> {
   try {
     const m = await jsm.streams.getMessage(n.streams.finalize, { last_by_subj: subject });
-    return m ? (parseJobs(m.data) ?? []).map((j) => keyOf(j.runId, j.taskId)) : [];
+    return (m ? (parseJobs(m.data)?.jobs ?? []) : []).map((j) =>
+      batchedJobKey(keyOf(j.runId, j.taskId), j.attemptId, j.round ?? 0),
+    );
   } catch (err: unknown) {
     // Acked meanwhile: nothing of it is waiting.
     if (isNoMessage(err)) return [];

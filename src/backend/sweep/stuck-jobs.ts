@@ -96,14 +96,15 @@ async function provenStuck(
   data: Uint8Array,
   maxDeliver: number,
 ): Promise<boolean> {
-  const jobs = parseJobs(data);
+  const queued = parseJobs(data);
   // Unreadable: the finalizer poisons it on its first delivery; still here means that failed.
-  if (!jobs) return true;
+  if (!queued) return true;
   // A batch is proven when each of its jobs is: those that finished are no longer Finalizing.
-  for (const job of jobs) {
+  for (const job of queued.jobs) {
     const task = await caughtUpTask(ctx, job.runId, job.taskId);
     const c = task?.snapshot.context;
-    if (task?.snapshot.value !== 'Finalizing' || c?.attemptId !== job.attemptId) continue;
+    if (task?.snapshot.value !== 'Finalizing' || !c || c.attemptId !== job.attemptId) continue;
+    if (job.round !== undefined && job.round !== c.finalizeRound) continue;
     if (maxDeliver <= 0) return false;
     const history = await deps.failures.history(job.runId, job.taskId, job.attemptId);
     if (!history.some((f) => f.round === c.finalizeRound && f.delivery >= maxDeliver)) {
