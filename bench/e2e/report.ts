@@ -218,7 +218,12 @@ export function mainRows(r: E2eResult): string[][] {
     ],
     [
       'recovery: SIGKILL -> its tasks Running elsewhere (first..last)',
-      r.recovery.map((x) => `${s1(x.firstMs)}..${s1(x.lastMs)} (${x.tasks} tasks)`).join(', '),
+      r.recovery
+        // The victim may have held none of the held tasks: nothing to recover in that round.
+        .map((x) =>
+          x.tasks === 0 ? 'none held' : `${s1(x.firstMs)}..${s1(x.lastMs)} (${x.tasks} tasks)`,
+        )
+        .join(', '),
       'orphanAge 5 s, TTL 5 s',
     ],
     [
