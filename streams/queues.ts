@@ -104,6 +104,18 @@ export interface BatchedJob extends FinalizeJob {
   traceparent?: string;
 }
 
+/** The job of DESIGN.md section 7 alone, without what a batch entry adds. */
+export function plainJob(job: FinalizeJob | BatchedJob): FinalizeJob {
+  const { runId, taskId, attemptId, outputRef, outputInline } = job;
+  return {
+    runId,
+    taskId,
+    attemptId,
+    outputRef,
+    ...(outputInline !== undefined && { outputInline }),
+  };
+}
+
 /** The most jobs in one batch, well above what a message holds at the usual output sizes. */
 export const FINALIZE_BATCH_MAX = 1_000;
 

@@ -24,8 +24,12 @@ import {
   runFinalizeJob,
 } from './finalize-job.js';
 import type { QueuedJob } from './finalize-job.js';
-import { plainJob } from './job-batcher.js';
-import { batchIdOf, enqueueFinalization, finalizeMsgId } from '../../../streams/queues.js';
+import {
+  batchIdOf,
+  enqueueFinalization,
+  finalizeMsgId,
+  plainJob,
+} from '../../../streams/queues.js';
 import { reportStage } from '../task-stage-timing.js';
 import type { JobDeps, JobOutcome } from './finalize-job.js';
 import { MaxDeliveriesWatcher } from './max-deliveries-watcher.js';

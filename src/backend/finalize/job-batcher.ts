@@ -1,7 +1,11 @@
 import type { JetStreamClient } from '@nats-io/jetstream';
 import { newId } from '../../ids.js';
 import type { Names } from '../../../streams/names.js';
-import { enqueueFinalization, enqueueFinalizationBatch } from '../../../streams/queues.js';
+import {
+  enqueueFinalization,
+  enqueueFinalizationBatch,
+  plainJob,
+} from '../../../streams/queues.js';
 import type { BatchedJob, FinalizeJob } from '../../../streams/queues.js';
 
 interface Waiting {
@@ -92,18 +96,6 @@ export class JobBatcher {
 }
 
 const PUBLISH_ATTEMPTS = 3;
-
-/** The job of DESIGN.md section 7 alone, without what a batch entry adds. */
-export function plainJob(job: FinalizeJob | BatchedJob): FinalizeJob {
-  const { runId, taskId, attemptId, outputRef, outputInline } = job;
-  return {
-    runId,
-    taskId,
-    attemptId,
-    outputRef,
-    ...(outputInline !== undefined && { outputInline }),
-  };
-}
 
 /** About the JSON bytes of an entry: base64 dominates, the rest is ids. */
 const sizeOf = (job: BatchedJob): number =>

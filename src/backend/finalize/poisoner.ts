@@ -1,11 +1,11 @@
 import type { JetStreamClient } from '@nats-io/jetstream';
 import { IllegalTransitionError } from '../../../actors/errors.js';
+import { plainJob } from '../../../streams/queues.js';
 import type { FinalizeJob } from '../../../streams/queues.js';
 import type { Logger } from '../../log.js';
 import type { FailureLog, FinalizeFailure } from './failure-log.js';
 import { currentFinalizing } from './finalize-job.js';
 import type { JobDeps, QueuedJob } from './finalize-job.js';
-import { plainJob } from './job-batcher.js';
 
 /** A message of `SONAR_POISON` (`<prefix>.poison.<runId>.<taskId>`): kept for inspection. */
 export interface PoisonRecord {
