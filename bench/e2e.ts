@@ -58,6 +58,7 @@ const opts = {
 const ORPHAN_AGE_MS = 5_000;
 /** Tasks of the run that counts messages by kind (exact counts: no need for more). */
 const TRAFFIC_TASKS = 4_000;
+const trafficTasks = Math.min(opts.tasks, TRAFFIC_TASKS);
 const log = (msg: string) => {
   if (!opts.json) process.stderr.write(`[e2e] ${msg}\n`);
 };
@@ -135,7 +136,7 @@ async function main(): Promise<void> {
     }
     log('messages by kind');
     traffic = await countTraffic(server.url, prefix, connect);
-    result.traffic = await throughput(env, 'traffic', Math.min(opts.tasks, TRAFFIC_TASKS));
+    result.traffic = await throughput(env, 'traffic', trafficTasks);
     await traffic.stop();
     traffic = undefined;
     for (let r = 0; r < (opts.throughputOnly ? 0 : opts.rounds); r++) {
@@ -166,7 +167,7 @@ async function main(): Promise<void> {
       printTable(['JetStream write', 'stream', 'per task'], costTable(result.throughput, prefix));
       console.log('');
       printTable(
-        ['nats-server messages, by kind', 'in + out per task'],
+        [`nats-server messages by kind (a run of ${trafficTasks} tasks)`, 'in + out per task'],
         kindTable(result.traffic ? [result.traffic] : []),
       );
     }
