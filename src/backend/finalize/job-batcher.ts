@@ -66,7 +66,7 @@ export class JobBatcher {
     const sent =
       batch.length === 1
         ? this.single(batch[0]!.job, 0, batch[0]!.job.traceparent)
-        : enqueueFinalizationBatch(this.js, this.names, { jobs: batch.map((w) => w.job) }, newId());
+        : this.publish(batch.map((w) => w.job));
     sent.then(
       () => batch.forEach((w) => w.resolve()),
       (err: unknown) => batch.forEach((w) => w.reject(err)),
