@@ -6,13 +6,13 @@ import type {
   JsMsg,
   OrderedConsumerOptions,
   MsgRequest,
-  PubAck,
 } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { EVENT_VERSION } from '../actors/events.js';
 import type { EventRecord } from '../actors/projection.js';
 import { decodeEnvelope, encodeEnvelope } from './envelope.js';
 import { ConcurrencyError } from './errors.js';
+import { AckedPublisher, JS_TIMEOUT_MS } from './acked-publisher.js';
 import { publishPipelined } from './pipelined-publish.js';
 import { jetstreamManagerOf, jetstreamOf } from './jetstream-api.js';
 import type { Names } from './names.js';
@@ -31,6 +31,11 @@ export interface AppendOptions {
    * Omit only for appends that need no ordering (none in Sonar's write path).
    */
   expectedSeq?: number;
+  /**
+   * `encodeEnvelope(event)`, when the caller encoded it already (to know its own write by
+   * its bytes when the stream delivers it back).
+   */
+  payload?: Uint8Array;
 }
 
 /** One entry of `appendMany`. */
@@ -136,6 +141,8 @@ export class EventStore {
   constructor(
     readonly nc: NatsConnection,
     readonly names: Names,
+    /** Publishes the appends; the backend shares its own with the dispatch queue. */
+    private readonly publisher = new AckedPublisher(nc),
   ) {
     this.js = jetstream(nc);
   }
@@ -174,18 +181,16 @@ export class EventStore {
 
   /** Appends one event; maps a stale `expectedSeq` (err 10071) to ConcurrencyError. */
   async append(subject: string, event: NewEvent, opts: AppendOptions = {}): Promise<Appended> {
-    let ack: PubAck;
     try {
-      ack = await this.js.publish(subject, encodeEnvelope(event), {
-        msgID: event.id,
-        ...(opts.expectedSeq === undefined
-          ? {}
-          : { expect: { lastSubjectSequence: opts.expectedSeq } }),
+      return await this.publisher.publish({
+        subject,
+        payload: opts.payload ?? encodeEnvelope(event),
+        msgId: event.id,
+        ...(opts.expectedSeq !== undefined && { expectedLastSubjectSeq: opts.expectedSeq }),
       });
     } catch (err: unknown) {
       throw concurrencyErrorOf(err, subject, opts.expectedSeq);
     }
-    return { seq: ack.seq, duplicate: ack.duplicate };
   }
 
   /**
@@ -207,7 +212,7 @@ export class EventStore {
         msgId: it.event.id,
         ...(it.expectedSeq !== undefined && { expectedLastSubjectSeq: it.expectedSeq }),
       })),
-      { window, timeoutMs: this.js.getOptions().timeout ?? DEFAULT_TIMEOUT_MS },
+      { window, timeoutMs: this.js.getOptions().timeout ?? JS_TIMEOUT_MS },
     );
     return acks.map((r, i) => {
       if (r.status === 'fulfilled') return r;
@@ -451,7 +456,6 @@ const READER_CREATE_WAIT_MS = 30_000;
 const STALL_MS = 1_000;
 
 /** The client's request timeout when none is configured (nats.js's default). */
-const DEFAULT_TIMEOUT_MS = 5_000;
 
 /** JetStream's err 10071 (wrong last sequence) as ConcurrencyError; any other error as is. */
 function concurrencyErrorOf(err: unknown, subject: string, expectedSeq: number | undefined) {

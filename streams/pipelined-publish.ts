@@ -122,7 +122,7 @@ export function publishPipelined(
 }
 
 /** One ack: the PubAck, or the error `js.publish` would have thrown for it. */
-function ackOf(msg: Msg, subject: string): PromiseSettledResult<PipelinedAck> {
+export function ackOf(msg: Msg, subject: string): PromiseSettledResult<PipelinedAck> {
   // An empty status message: no stream listens on the subject (503 no responders).
   if (msg.data.length === 0) {
     const code = msg.headers?.code ?? 0;

@@ -3,7 +3,9 @@ import { headers } from '@nats-io/transport-node';
 import type { MsgHdrs } from '@nats-io/transport-node';
 import { z } from 'zod';
 import { ID_RE } from '../actors/ids.js';
+import type { AckedPublisher } from './acked-publisher.js';
 import type { Names } from './names.js';
+import type { PipelinedAck } from './pipelined-publish.js';
 
 const encoder = new TextEncoder();
 
@@ -73,14 +75,16 @@ function traceHeaders(traceparent: string | undefined): { headers: MsgHdrs } | o
  * its child.
  */
 export function publishDispatch(
-  js: JetStreamClient,
+  publisher: AckedPublisher,
   n: Names,
   tag: string,
   body: DispatchMessage,
   traceparent?: string,
-): Promise<PubAck> {
-  return js.publish(n.subjects.dispatch(tag), encoder.encode(JSON.stringify(body)), {
-    msgID: `dispatch.${body.attemptId}`,
+): Promise<PipelinedAck> {
+  return publisher.publish({
+    subject: n.subjects.dispatch(tag),
+    payload: encoder.encode(JSON.stringify(body)),
+    msgId: `dispatch.${body.attemptId}`,
     ...traceHeaders(traceparent),
   });
 }

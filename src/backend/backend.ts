@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
+import { AckedPublisher } from '../../streams/acked-publisher.js';
 import { EventStore } from '../../streams/event-store.js';
 import { names } from '../../streams/names.js';
 import { ensureTopology } from '../../streams/provision.js';
@@ -129,7 +130,8 @@ export class Backend {
         }),
       { replicas: config.replicas, log },
     );
-    const store = new EventStore(nc, n);
+    const publisher = new AckedPublisher(nc);
+    const store = new EventStore(nc, n, publisher);
     const loop = new ProjectionLoop(store, log.child({ component: 'projection' }));
     const contact = new ServerContact(nc, jsm, log.child({ component: 'contact' }));
     contact.start();
@@ -150,6 +152,7 @@ export class Backend {
       js: jetstream(nc),
       jsm,
       store,
+      publisher,
       loop,
       writer: new EventWriter(store, loop),
       registry: await Registry.open(nc, n),

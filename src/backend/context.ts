@@ -1,5 +1,6 @@
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
+import type { AckedPublisher } from '../../streams/acked-publisher.js';
 import type { EventStore } from '../../streams/event-store.js';
 import type { Names } from '../../streams/names.js';
 import type { SonarConfig } from '../config.js';
@@ -26,6 +27,8 @@ export interface BackendContext {
   js: JetStreamClient;
   jsm: JetStreamManager;
   store: EventStore;
+  /** Publishes the events and the dispatch messages, their acks to one inbox. */
+  publisher: AckedPublisher;
   loop: ProjectionLoop;
   writer: EventWriter;
   registry: Registry;

@@ -370,7 +370,7 @@ describe('ReconcilerLoop and Published tasks without a dispatch message', () => 
     await first.append(s.task('r1', 't0'), taskPublished({ attemptId: 'a0' }));
     await first.append(s.task('r1', 't1'), taskPublished({ attemptId: 'a1' }));
     const body = { runId: 'r1', stepId: 's1', taskId: 't1', attempt: 1, attemptId: 'a1' };
-    await publishDispatch(first.ctx.js, first.ctx.names, 'linux', { ...body, token: 'x' });
+    await publishDispatch(first.ctx.publisher, first.ctx.names, 'linux', { ...body, token: 'x' });
     await first.stop();
 
     await pulsing(prefix);
@@ -397,11 +397,11 @@ describe('ReconcilerLoop and Published tasks without a dispatch message', () => 
     const dispatch: Dispatch = async (ctx, taskKey, tag) => {
       if (failed++ > 0) return dispatchTask(ctx, taskKey, tag);
       const lost = () => Promise.reject(new Error('send lost'));
-      const js = new Proxy(ctx.js, {
+      const publisher = new Proxy(ctx.publisher, {
         get: (target, key): unknown => (key === 'publish' ? lost : Reflect.get(target, key)),
       });
       return dispatchTask(
-        Object.assign(Object.create(ctx) as BackendContext, { js }),
+        Object.assign(Object.create(ctx) as BackendContext, { publisher }),
         taskKey,
         tag,
       );

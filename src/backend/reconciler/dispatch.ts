@@ -68,7 +68,7 @@ export async function dispatchTask(
     if (task.spec.input !== undefined) body.input = task.spec.input;
     if (step?.timeoutMs != null) body.timeoutMs = step.timeoutMs;
     if (step) body.output = step.output;
-    await publishDispatch(ctx.js, ctx.names, tag, body, traceparent);
+    await publishDispatch(ctx.publisher, ctx.names, tag, body, traceparent);
   };
   const runTrace = ctx.loop.projection.runs.get(runId)?.snapshot.context.traceparent;
   // A run nobody traced at submit gets no trace later.

@@ -1,0 +1,147 @@
+/**
+ * The shared-inbox publisher (streams/acked-publisher.ts) answers as `js.publish` does: the
+ * ack's sequence, a repeated msg id as a duplicate, the server's refusals as errors, a
+ * TimeoutError when no ack comes, and a closed connection failing what waits at once. Many
+ * publishes in flight each get their own ack.
+ */
+import { JetStreamApiError, JetStreamError } from '@nats-io/jetstream';
+import { TimeoutError, connect, headers } from '@nats-io/transport-node';
+import { describe, expect, it } from 'vitest';
+import { AckedPublisher } from '../../streams/acked-publisher.js';
+import { serverPerFile } from '../helpers/server-per-file.js';
+import { freshTopology } from '../helpers/topology.js';
+
+const nats = serverPerFile();
+const bytes = (s: string) => new TextEncoder().encode(s);
+
+describe('AckedPublisher', () => {
+  it('gives each of many publishes in flight its own ack, in the stream order they were sent', async () => {
+    const n = await freshTopology(nats.nc);
+    const publisher = new AckedPublisher(nats.nc);
+    const acks = await Promise.all(
+      Array.from({ length: 500 }, (_, i) =>
+        publisher.publish({
+          subject: n.subjects.task('r1', `t${i}`),
+          payload: bytes(`{"i":${i}}`),
+          msgId: `m${i}`,
+        }),
+      ),
+    );
+    const seqs = acks.map((a) => a.seq);
+    expect(seqs).toEqual([...seqs].sort((a, b) => a - b));
+    expect(new Set(seqs).size).toBe(500);
+    expect(acks.every((a) => !a.duplicate)).toBe(true);
+    expect(publisher.inFlight).toBe(0);
+    const stored = await nats.jsm.streams.getMessage(n.streams.events, { seq: seqs[42]! });
+    expect(stored?.subject).toBe(n.subjects.task('r1', 't42'));
+    expect(stored?.header.get('Nats-Msg-Id')).toBe('m42');
+  });
+
+  it('answers a repeated msg id as a duplicate of the stored message', async () => {
+    const n = await freshTopology(nats.nc);
+    const publisher = new AckedPublisher(nats.nc);
+    const m = { subject: n.subjects.task('r1', 't1'), payload: bytes('{}'), msgId: 'same' };
+    const first = await publisher.publish(m);
+    const again = await publisher.publish(m);
+    expect(again).toEqual({ seq: first.seq, duplicate: true });
+  });
+
+  it('sends the expected last subject sequence, and a stale one is the server refusal 10071', async () => {
+    const n = await freshTopology(nats.nc);
+    const publisher = new AckedPublisher(nats.nc);
+    const subject = n.subjects.task('r1', 't1');
+    const first = await publisher.publish({
+      subject,
+      payload: bytes('{}'),
+      msgId: 'a',
+      expectedLastSubjectSeq: 0,
+    });
+    const stale = publisher.publish({
+      subject,
+      payload: bytes('{}'),
+      msgId: 'b',
+      expectedLastSubjectSeq: 0,
+    });
+    await expect(stale).rejects.toBeInstanceOf(JetStreamApiError);
+    await expect(stale).rejects.toMatchObject({ code: 10071 });
+    const next = await publisher.publish({
+      subject,
+      payload: bytes('{}'),
+      msgId: 'c',
+      expectedLastSubjectSeq: first.seq,
+    });
+    expect(next.seq).toBeGreaterThan(first.seq);
+  });
+
+  it('keeps the headers it is given beside its own', async () => {
+    const n = await freshTopology(nats.nc);
+    const publisher = new AckedPublisher(nats.nc);
+    const h = headers();
+    h.set('traceparent', '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01');
+    const ack = await publisher.publish({
+      subject: n.subjects.task('r1', 't1'),
+      payload: bytes('{}'),
+      msgId: 'traced',
+      headers: h,
+    });
+    const stored = await nats.jsm.streams.getMessage(n.streams.events, { seq: ack.seq });
+    expect(stored?.header.get('traceparent')).toBe(h.get('traceparent'));
+    expect(stored?.header.get('Nats-Msg-Id')).toBe('traced');
+  });
+
+  it('fails a publish no stream takes (no responders), and goes on with the next', async () => {
+    const n = await freshTopology(nats.nc);
+    const publisher = new AckedPublisher(nats.nc);
+    const lost = publisher.publish({ subject: 'nobody.listens', payload: bytes('{}'), msgId: 'x' });
+    await expect(lost).rejects.toBeInstanceOf(JetStreamError);
+    await expect(lost).rejects.toThrow(/no stream answered a publish to nobody\.listens/);
+    const ack = await publisher.publish({
+      subject: n.subjects.task('r1', 't1'),
+      payload: bytes('{}'),
+      msgId: 'y',
+    });
+    expect(ack.seq).toBeGreaterThan(0);
+  });
+
+  it('fails with a TimeoutError when no ack comes, and a late answer changes nothing', async () => {
+    // A plain subscriber that never replies: the publish has a responder and no ack.
+    const silent = nats.nc.subscribe('silent.subject', { max: 2 });
+    const publisher = new AckedPublisher(nats.nc, 300);
+    const started = performance.now();
+    const first = publisher.publish({ subject: 'silent.subject', payload: bytes('1'), msgId: 'a' });
+    await expect(first).rejects.toBeInstanceOf(TimeoutError);
+    expect(performance.now() - started).toBeGreaterThanOrEqual(290);
+    expect(publisher.inFlight).toBe(0);
+    // Answering the timed-out publish now reaches nobody, and breaks nothing.
+    for await (const m of silent) {
+      m.respond(bytes('{"stream":"X","seq":9}'));
+      break;
+    }
+    const n = await freshTopology(nats.nc);
+    const ack = await publisher.publish({
+      subject: n.subjects.task('r1', 't1'),
+      payload: bytes('{}'),
+      msgId: 'b',
+    });
+    expect(ack.seq).toBeGreaterThan(0);
+    silent.unsubscribe();
+  });
+
+  it('fails what waits at once when its connection closes, and refuses publishes after', async () => {
+    const nc = await connect({ servers: nats.server.url });
+    const silent = nats.nc.subscribe('silent.close');
+    await nats.nc.flush();
+    const publisher = new AckedPublisher(nc, 60_000);
+    const waiting = publisher.publish({ subject: 'silent.close', payload: bytes('1'), msgId: 'a' });
+    await nc.flush();
+    const started = performance.now();
+    await nc.close();
+    await expect(waiting).rejects.toThrow();
+    expect(performance.now() - started).toBeLessThan(30_000);
+    expect(publisher.inFlight).toBe(0);
+    await expect(
+      publisher.publish({ subject: 'silent.close', payload: bytes('2'), msgId: 'b' }),
+    ).rejects.toThrow();
+    silent.unsubscribe();
+  });
+});
