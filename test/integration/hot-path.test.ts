@@ -1,9 +1,12 @@
 /**
  * The e2e performance work on its own terms: a submit's begin judged from the
  * projection still tells two run files apart when they race; worker requests share one
- * stream read; a connection's coalesced writes keep their order across a server restart.
+ * stream read; a connection's coalesced writes keep their order across a server restart; the
+ * backend's own single writes come back without a second parse.
  */
 import { connect } from '@nats-io/transport-node';
+import type { EventRecord } from '../../actors/projection.js';
+import { EventStore } from '../../streams/event-store.js';
 import { describe, expect, it } from 'vitest';
 import { SonarClient } from '../../src/client/client.js';
 import { runFileHash, validateRunFile } from '../../src/run-file.js';
@@ -11,6 +14,7 @@ import { syncRecent } from '../../src/backend/api/handlers/sync.js';
 import { connectNats } from '../../src/nats.js';
 import { coalesceWrites, inboxPrefixOf } from '../../streams/nats-internals.js';
 import { ApiClient } from '../../src/worker/api-client.js';
+import { workerJoined } from '../helpers/event-builders.js';
 import { eventually } from '../helpers/eventually.js';
 import { backendPerTest } from '../helpers/backend-per-test.js';
 import { serverPerFile } from '../helpers/server-per-file.js';
@@ -158,6 +162,35 @@ describe('the nats.js fields Sonar reads privately', () => {
       } finally {
         await conn.close();
       }
+    }
+  });
+});
+
+describe("a backend's own single writes", () => {
+  it('come back applied as the event it judged, not parsed again; another writer is parsed', async () => {
+    const tb = await backends.start();
+    const s = tb.ctx.names.subjects;
+    const seen: EventRecord[] = [];
+    const off = tb.ctx.loop.onApplied((_a, r) => seen.push(r));
+    try {
+      const mine = workerJoined({ workerId: 'w-own' });
+      await tb.ctx.writer.write({ subject: s.worker('w-own'), type: mine.type, data: mine.data });
+      // Another process's writer: the same kind of event, by its bytes not this one's.
+      const theirs = workerJoined({ workerId: 'w-other' });
+      const other = new EventStore(nats.nc, tb.ctx.names);
+      const { seq } = await other.append(
+        s.worker('w-other'),
+        { id: 'join.other', type: theirs.type, data: theirs.data },
+        { expectedSeq: 0 },
+      );
+      await tb.ctx.loop.waitFor(seq);
+      const bySubject = new Map(seen.map((r) => [r.subject, r]));
+      expect(bySubject.get(s.worker('w-own'))?.validated).toBe(true);
+      expect(bySubject.get(s.worker('w-other'))?.validated).toBeUndefined();
+      expect(tb.ctx.loop.projection.workers.get('w-other')).toBeDefined();
+      expect(tb.ctx.loop.ownWrites.size).toBe(0);
+    } finally {
+      off();
     }
   });
 });

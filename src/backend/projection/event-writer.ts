@@ -119,21 +119,24 @@ export class EventWriter {
     return { cmd, ref, event: decoded.value, seq };
   }
 
+  /** Writes one event, registered in OwnWrites as writeMany's are (one per subject at a time). */
   private async writeNow(cmd: Command): Promise<Written> {
     const id = cmd.id ?? newId();
+    const own = this.loop.ownWrites;
     for (let attempt = 0; ; attempt++) {
       const { event, seq } = this.judge(cmd);
+      const stored = { id, type: event.type, data: event.data };
+      const payload = encodeEnvelope(stored);
+      own.expect(cmd.subject, payload, stored);
       try {
-        const ack = await this.store.append(
-          cmd.subject,
-          { id, type: event.type, data: event.data },
-          { expectedSeq: seq },
-        );
+        const ack = await this.store.append(cmd.subject, stored, { expectedSeq: seq, payload });
         await this.loop.waitFor(ack.seq);
         return ack;
       } catch (err: unknown) {
         if (!(err instanceof ConcurrencyError) || attempt >= MAX_CONFLICT_RETRIES) throw err;
         await this.loop.waitFor(await this.store.lastSeqOf(cmd.subject));
+      } finally {
+        own.forget(cmd.subject, payload);
       }
     }
   }
