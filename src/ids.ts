@@ -7,8 +7,24 @@ import { nuid } from '@nats-io/transport-node';
  */
 export const newId = (): string => nuid.next();
 
+const TOKEN_BYTES = 32;
+/** Tokens drawn from one CSPRNG call: the leader mints one per placement. */
+const TOKEN_POOL_BYTES = TOKEN_BYTES * 128;
+let tokenPool = Buffer.alloc(0);
+let tokenAt = 0;
+
 /** A fresh attempt token: 32 random bytes, hex. It travels only in the dispatch message. */
-export const newToken = (): string => randomBytes(32).toString('hex');
+export function newToken(): string {
+  if (tokenAt + TOKEN_BYTES > tokenPool.length) {
+    tokenPool = randomBytes(TOKEN_POOL_BYTES);
+    tokenAt = 0;
+  }
+  const token = tokenPool.toString('hex', tokenAt, tokenAt + TOKEN_BYTES);
+  // Drawn bytes do not stay behind in the pool.
+  tokenPool.fill(0, tokenAt, tokenAt + TOKEN_BYTES);
+  tokenAt += TOKEN_BYTES;
+  return token;
+}
 
 /**
  * A host name as an id token: every character outside `[A-Za-z0-9_-]` becomes `-`, cut to

@@ -1,8 +1,7 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { hash, timingSafeEqual } from 'node:crypto';
 
 /** The sha256 (hex) of an attempt token: what `TaskPublished.tokenHash` keeps. */
-export const tokenHashOf = (token: string): string =>
-  createHash('sha256').update(token, 'utf8').digest('hex');
+export const tokenHashOf = (token: string): string => hash('sha256', token, 'hex');
 
 /**
  * True when `token` hashes to `tokenHash`. The digests are compared in constant time, so the
