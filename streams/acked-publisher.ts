@@ -1,5 +1,11 @@
 import { PubHeaders } from '@nats-io/jetstream';
-import { TimeoutError, createInbox, headers } from '@nats-io/transport-node';
+import {
+  DrainingConnectionError,
+  PermissionViolationError,
+  TimeoutError,
+  createInbox,
+  headers,
+} from '@nats-io/transport-node';
 import type { Msg, MsgHdrs, NatsConnection, Subscription } from '@nats-io/transport-node';
 import { inboxPrefixOf } from './nats-internals.js';
 import { ackOf } from './pipelined-publish.js';
@@ -11,7 +17,7 @@ export interface AckedMessage extends PipelinedMessage {
   headers?: MsgHdrs;
 }
 
-/** nats.js's JetStream request timeout, and so `js.publish`'s. */
+/** nats.js's JetStream request timeout when none is configured, and so `js.publish`'s. */
 export const JS_TIMEOUT_MS = 5_000;
 
 interface Pending {
@@ -42,7 +48,7 @@ export class AckedPublisher {
   /** In publish order, so deadlines (a constant timeout after each publish) are ascending. */
   private readonly pending = new Map<number, Pending>();
   private sweeper: NodeJS.Timeout | null = null;
-  private watchingClose = false;
+  private watching = false;
 
   constructor(
     private readonly nc: NatsConnection,
@@ -53,6 +59,9 @@ export class AckedPublisher {
   publish(m: AckedMessage): Promise<PipelinedAck> {
     return new Promise((resolve, reject) => {
       try {
+        // A draining connection has dropped the inbox already: the message would be stored
+        // and its ack lost. Refused before sending, as nats.js refuses a request then.
+        if (this.nc.isDraining()) throw new DrainingConnectionError();
         this.subscribed();
         const id = this.nextId++;
         const h = m.headers ?? headers();
@@ -91,16 +100,40 @@ export class AckedPublisher {
    * same connection, so the server knows it before any ack is due.
    */
   private subscribed(): void {
+    // The inbox is a fresh nuid, as nats.js's own is; the ids after it count, so whoever
+    // sees one reply subject could answer the others. In secure mode only backends may
+    // publish to a role's inbox (src/auth/permissions.ts); in open mode anyone may read
+    // and publish anything anyway.
     if (this.sub !== null && !this.sub.isClosed()) return;
     this.inbox = createInbox(inboxPrefixOf(this.nc));
     this.tokenAt = this.inbox.length + 1;
     this.sub = this.nc.subscribe(`${this.inbox}.*`, {
       callback: (err, msg) => this.onAck(err, msg),
     });
-    if (!this.watchingClose) {
-      this.watchingClose = true;
+    if (!this.watching) {
+      this.watching = true;
       // A closed connection answers nothing more: fail what waits now, not at its deadline.
       void this.nc.closed().then((err) => this.failAll(err ?? new Error('connection closed')));
+      void this.watchRefusals();
+    }
+  }
+
+  /**
+   * A publish the account may not make is answered by no ack, only by a `-ERR` on the
+   * connection: fail the oldest publish to that subject with it at once (the nats.js request
+   * mux does the same for a request), so the cause shows instead of a timeout.
+   */
+  private async watchRefusals(): Promise<void> {
+    for await (const s of this.nc.status()) {
+      if (s.type !== 'error') continue;
+      const err = s.error;
+      if (!(err instanceof PermissionViolationError) || err.operation !== 'publish') continue;
+      for (const [id, p] of this.pending) {
+        if (p.subject !== err.subject) continue;
+        this.pending.delete(id);
+        p.reject(err);
+        break;
+      }
     }
   }
 

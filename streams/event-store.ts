@@ -455,8 +455,6 @@ const READER_CREATE_WAIT_MS = 30_000;
  */
 const STALL_MS = 1_000;
 
-/** The client's request timeout when none is configured (nats.js's default). */
-
 /** JetStream's err 10071 (wrong last sequence) as ConcurrencyError; any other error as is. */
 function concurrencyErrorOf(err: unknown, subject: string, expectedSeq: number | undefined) {
   if (err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamWrongLastSequence) {

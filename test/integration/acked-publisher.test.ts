@@ -1,13 +1,27 @@
 /**
  * The shared-inbox publisher (streams/acked-publisher.ts) answers as `js.publish` does: the
  * ack's sequence, a repeated msg id as a duplicate, the server's refusals as errors, a
- * TimeoutError when no ack comes, and a closed connection failing what waits at once. Many
- * publishes in flight each get their own ack.
+ * TimeoutError when no ack comes, a closed connection failing what waits at once, a draining
+ * one refusing before sending, a permissions violation failing the publish at once. Many
+ * publishes in flight each get their own ack, and acks come again after a server restart.
  */
-import { JetStreamApiError, JetStreamError } from '@nats-io/jetstream';
-import { TimeoutError, connect, headers } from '@nats-io/transport-node';
-import { describe, expect, it } from 'vitest';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { JetStreamApiError, JetStreamError, jetstreamManager } from '@nats-io/jetstream';
+import {
+  DrainingConnectionError,
+  PermissionViolationError,
+  TimeoutError,
+  connect,
+  headers,
+} from '@nats-io/transport-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connectNats } from '../../src/nats.js';
 import { AckedPublisher } from '../../streams/acked-publisher.js';
+import { eventually } from '../helpers/eventually.js';
+import { startNatsServer } from '../helpers/nats-server.js';
+import type { NatsServer } from '../helpers/nats-server.js';
 import { serverPerFile } from '../helpers/server-per-file.js';
 import { freshTopology } from '../helpers/topology.js';
 
@@ -117,6 +131,8 @@ describe('AckedPublisher', () => {
       m.respond(bytes('{"stream":"X","seq":9}'));
       break;
     }
+    await nats.nc.flush();
+    expect(publisher.inFlight).toBe(0);
     const n = await freshTopology(nats.nc);
     const ack = await publisher.publish({
       subject: n.subjects.task('r1', 't1'),
@@ -143,5 +159,99 @@ describe('AckedPublisher', () => {
       publisher.publish({ subject: 'silent.close', payload: bytes('2'), msgId: 'b' }),
     ).rejects.toThrow();
     silent.unsubscribe();
+  });
+
+  it('refuses a publish on a draining connection before sending it', async () => {
+    const n = await freshTopology(nats.nc);
+    const nc = await connect({ servers: nats.server.url });
+    const publisher = new AckedPublisher(nc);
+    const subject = n.subjects.task('r1', 'drained');
+    await publisher.publish({ subject, payload: bytes('{}'), msgId: 'before' });
+    const draining = nc.drain();
+    await expect(
+      publisher.publish({ subject, payload: bytes('{}'), msgId: 'during' }),
+    ).rejects.toBeInstanceOf(DrainingConnectionError);
+    await draining;
+    // Nothing was stored for the refused one: its subject holds the first message only.
+    const last = await nats.jsm.streams.getMessage(n.streams.events, { last_by_subj: subject });
+    expect(last?.header.get('Nats-Msg-Id')).toBe('before');
+  });
+
+  it('answers again after the server restarts: the inbox is subscribed again', async () => {
+    const n = await freshTopology(nats.nc);
+    const nc = await connectNats({ natsUrl: nats.server.url });
+    try {
+      const publisher = new AckedPublisher(nc);
+      const m = (id: string) => ({
+        subject: n.subjects.task('r1', id),
+        payload: bytes('{}'),
+        msgId: id,
+      });
+      const first = await publisher.publish(m('a'));
+      await nats.server.restart();
+      await eventually(async () => {
+        await nc.flush();
+        await nats.nc.flush();
+        return true;
+      });
+      // JetStream may answer "no responders" for a moment after the restart.
+      const second = await eventually(() => publisher.publish(m('b')), { timeoutMs: 20_000 });
+      expect(second.seq).toBeGreaterThan(first.seq);
+      const again = await publisher.publish(m('c'));
+      expect(again.seq).toBeGreaterThan(first.seq);
+    } finally {
+      await nc.close();
+    }
+  });
+});
+
+describe('AckedPublisher against permissions', () => {
+  let dir: string;
+  let server: NatsServer;
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'sonar-acked-perm-'));
+    const config = join(dir, 'nats.conf');
+    await writeFile(
+      config,
+      `jetstream { store_dir: ${JSON.stringify(join(dir, 'js'))} }
+authorization { users = [
+  { user: admin, password: admin }
+  { user: limited, password: limited, permissions: {
+      publish: { allow: ["allowed.>"] }, subscribe: { allow: ["_INBOX.>"] } } }
+] }
+`,
+    );
+    server = await startNatsServer({ config, storeDir: join(dir, 'js') });
+  });
+
+  afterAll(async () => {
+    await server?.stop();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('fails a publish the account may not make at once, with the violation, not a timeout', async () => {
+    const admin = await connect({ servers: server.url, user: 'admin', pass: 'admin' });
+    const limited = await connect({ servers: server.url, user: 'limited', pass: 'limited' });
+    try {
+      const jsm = await jetstreamManager(admin);
+      await jsm.streams.add({ name: 'PERM', subjects: ['allowed.>', 'denied.>'] });
+      const publisher = new AckedPublisher(limited, 60_000);
+      const started = performance.now();
+      const refused = publisher.publish({ subject: 'denied.x', payload: bytes('1'), msgId: 'd' });
+      await expect(refused).rejects.toBeInstanceOf(PermissionViolationError);
+      await expect(refused).rejects.toMatchObject({ operation: 'publish', subject: 'denied.x' });
+      expect(performance.now() - started).toBeLessThan(30_000);
+      expect(publisher.inFlight).toBe(0);
+      const ack = await publisher.publish({
+        subject: 'allowed.x',
+        payload: bytes('1'),
+        msgId: 'a',
+      });
+      expect(ack).toEqual({ seq: 1, duplicate: false });
+    } finally {
+      await limited.close();
+      await admin.close();
+    }
   });
 });

@@ -6,6 +6,7 @@
  */
 import { connect } from '@nats-io/transport-node';
 import type { EventRecord } from '../../actors/projection.js';
+import { encodeEnvelope } from '../../streams/envelope.js';
 import { EventStore } from '../../streams/event-store.js';
 import { describe, expect, it } from 'vitest';
 import { SonarClient } from '../../src/client/client.js';
@@ -191,6 +192,35 @@ describe("a backend's own single writes", () => {
       expect(tb.ctx.loop.ownWrites.size).toBe(0);
     } finally {
       off();
+    }
+  });
+
+  it('are known by their bytes: another write to the same subject, same id, is parsed', async () => {
+    const tb = await backends.start();
+    const subject = tb.ctx.names.subjects.worker('w-same');
+    const mine = workerJoined({ workerId: 'w-same', tags: ['mine'] });
+    const expected = { id: 'join.same', type: mine.type, data: mine.data };
+    const payload = encodeEnvelope(expected);
+    // As the writer registers a write just before publishing it; another process wins.
+    tb.ctx.loop.ownWrites.expect(subject, payload, expected);
+    const seen: EventRecord[] = [];
+    const off = tb.ctx.loop.onApplied((_a, r) => seen.push(r));
+    try {
+      const theirs = workerJoined({ workerId: 'w-same', tags: ['theirs'] });
+      const { seq } = await new EventStore(nats.nc, tb.ctx.names).append(
+        subject,
+        { id: 'join.same', type: theirs.type, data: theirs.data },
+        { expectedSeq: 0 },
+      );
+      await tb.ctx.loop.waitFor(seq);
+      expect(seen.find((r) => r.subject === subject)?.validated).toBeUndefined();
+      expect(tb.ctx.loop.projection.workers.get('w-same')?.snapshot.context.tags).toEqual([
+        'theirs',
+      ]);
+      expect(tb.ctx.loop.ownWrites.size).toBe(1);
+    } finally {
+      off();
+      tb.ctx.loop.ownWrites.forget(subject, payload);
     }
   });
 });

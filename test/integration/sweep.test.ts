@@ -4,7 +4,6 @@ import { once } from 'node:events';
 import { Kvm } from '@nats-io/kv';
 import { describe, expect, it } from 'vitest';
 import { applyEvent } from '../../actors/projection.js';
-import { AckedPublisher } from '../../streams/acked-publisher.js';
 import { ensureDispatchConsumer } from '../../streams/provision.js';
 import {
   DISPATCH_CONSUMER_RECHECK_MS,
@@ -87,7 +86,7 @@ describe('the full sweep', () => {
     const publish = async (taskId: string, tag: string, attempt: number, attemptId: string) => {
       const subject = n.subjects.task('r1', taskId);
       await w.write(subject, 'TaskPublished', { attempt, attemptId, tokenHash: HASH, tag });
-      await publishDispatch(new AckedPublisher(nats.nc), n, tag, body(attemptId, taskId));
+      await publishDispatch(w.ctx.publisher, n, tag, body(attemptId, taskId));
     };
     // t1: attempt a1 published, then requeued before any worker took it; a2 is current.
     await publish('t1', 'linux', 1, 'a1');
