@@ -12,6 +12,8 @@ export default tseslint.config(
       '.sonar/**',
       'bin/**',
       'scripts/**',
+      // Plain JavaScript a bench runs as a user's program would (no tsconfig covers it).
+      'bench/**/*.mjs',
       'eslint.config.js',
       'eslint/**',
     ],

@@ -1,6 +1,6 @@
 /**
  * Child processes of the end-to-end bench: the backend (`node bin/sonar.js backend`, as an
- * operator runs it) and SDK workers (bench/e2e/worker-child.ts). Only pids spawned here are
+ * operator runs it) and SDK workers (bench/e2e/worker-child.mjs). Only pids spawned here are
  * ever signalled.
  */
 import { spawn } from 'node:child_process';
@@ -134,9 +134,7 @@ export async function startWorker(
     process.execPath,
     [
       ...profArgs(profDir, workerId),
-      '--import',
-      'tsx',
-      'bench/e2e/worker-child.ts',
+      'bench/e2e/worker-child.mjs',
       url,
       prefix,
       String(slots),
