@@ -99,11 +99,13 @@ export class IllegalTransitionError extends SonarError {
     readonly machine: string,
     readonly state: unknown,
     readonly eventType: string,
+    options?: ErrorOptions,
   ) {
     super(
       ErrorCode.IllegalTransition,
       `${machine}: ${eventType} is not accepted in state ${JSON.stringify(state)}`,
       { machine, state, eventType },
+      options,
     );
   }
 }

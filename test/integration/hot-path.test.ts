@@ -5,7 +5,9 @@
  * backend's own single writes come back without a second parse.
  */
 import { connect } from '@nats-io/transport-node';
+import { IllegalTransitionError } from '../../actors/errors.js';
 import type { EventRecord } from '../../actors/projection.js';
+import { ConcurrencyError } from '../../streams/errors.js';
 import { encodeEnvelope } from '../../streams/envelope.js';
 import { EventStore } from '../../streams/event-store.js';
 import { describe, expect, it } from 'vitest';
@@ -222,5 +224,28 @@ describe("a backend's own single writes", () => {
       off();
       tb.ctx.loop.ownWrites.forget(subject, payload);
     }
+  });
+
+  it('after a lost race are judged again: a refusal then names the race as its cause', async () => {
+    const tb = await backends.start();
+    const subject = tb.ctx.names.subjects.worker('w-race');
+    const theirs = workerJoined({ workerId: 'w-race', tags: ['theirs'] });
+    const mine = workerJoined({ workerId: 'w-race', tags: ['mine'] });
+    // On the backend's own connection, so the server takes the other write first; the
+    // writer judges before the loop can have seen it, and publishes expecting an empty subject.
+    const other = new EventStore(tb.ctx.nc, tb.ctx.names).append(
+      subject,
+      { id: 'join.theirs', type: theirs.type, data: theirs.data },
+      { expectedSeq: 0 },
+    );
+    const write = tb.ctx.writer.write({ subject, type: mine.type, data: mine.data });
+    await other;
+    const err = await write.then(
+      () => null,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(IllegalTransitionError);
+    expect((err as Error).cause).toBeInstanceOf(ConcurrencyError);
+    expect(tb.ctx.loop.projection.workers.get('w-race')?.snapshot.context.tags).toEqual(['theirs']);
   });
 });

@@ -2,7 +2,7 @@ import { evaluate } from '../../../actors/projection.js';
 import type { Projection } from '../../../actors/projection.js';
 import { decodeEvent, parseEventSubject } from '../../../actors/events.js';
 import type { SonarEvent } from '../../../actors/events.js';
-import { ValidationError } from '../../../actors/errors.js';
+import { IllegalTransitionError, ValidationError } from '../../../actors/errors.js';
 import { encodeEnvelope } from '../../../streams/envelope.js';
 import type { AppendItem, EventStore } from '../../../streams/event-store.js';
 import { ConcurrencyError } from '../../../streams/errors.js';
@@ -119,12 +119,23 @@ export class EventWriter {
     return { cmd, ref, event: decoded.value, seq };
   }
 
+  /** Judges again after a lost race: a refusal then names the race as its cause. */
+  private judgeAfter(cmd: Command, lost: ConcurrencyError) {
+    try {
+      return this.judge(cmd);
+    } catch (err: unknown) {
+      if (!(err instanceof IllegalTransitionError)) throw err;
+      throw new IllegalTransitionError(err.machine, err.state, err.eventType, { cause: lost });
+    }
+  }
+
   /** Writes one event, registered in OwnWrites as writeMany's are (one per subject at a time). */
   private async writeNow(cmd: Command): Promise<Written> {
     const id = cmd.id ?? newId();
     const own = this.loop.ownWrites;
+    let lost: ConcurrencyError | undefined;
     for (let attempt = 0; ; attempt++) {
-      const { event, seq } = this.judge(cmd);
+      const { event, seq } = lost ? this.judgeAfter(cmd, lost) : this.judge(cmd);
       const stored = { id, type: event.type, data: event.data };
       const payload = encodeEnvelope(stored);
       own.expect(cmd.subject, payload, stored);
@@ -134,6 +145,7 @@ export class EventWriter {
         return ack;
       } catch (err: unknown) {
         if (!(err instanceof ConcurrencyError) || attempt >= MAX_CONFLICT_RETRIES) throw err;
+        lost = err;
         await this.loop.waitFor(await this.store.lastSeqOf(cmd.subject));
       } finally {
         own.forget(cmd.subject, payload);
