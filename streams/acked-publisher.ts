@@ -1,4 +1,5 @@
-import { PubHeaders } from '@nats-io/jetstream';
+import { JetStreamApiError, JetStreamError, PubHeaders } from '@nats-io/jetstream';
+import type { ApiError } from '@nats-io/jetstream';
 import {
   DrainingConnectionError,
   PermissionViolationError,
@@ -8,21 +9,33 @@ import {
 } from '@nats-io/transport-node';
 import type { Msg, MsgHdrs, NatsConnection, Subscription } from '@nats-io/transport-node';
 import { inboxPrefixOf } from './nats-internals.js';
-import { ackOf } from './pipelined-publish.js';
-import type { PipelinedAck, PipelinedMessage } from './pipelined-publish.js';
 
-/** A message for {@link AckedPublisher.publish}: a pipelined message, plus headers of its own. */
-export interface AckedMessage extends PipelinedMessage {
+/** One message for {@link AckedPublisher}. */
+export interface AckedMessage {
+  subject: string;
+  payload: Uint8Array;
+  /** Sent as `Nats-Msg-Id`: the server stores a repeated id once (its dedupe window). */
+  msgId: string;
+  /** Sent as `Nats-Expected-Last-Subject-Sequence`; omitted, nothing is expected. */
+  expectedLastSubjectSeq?: number;
   /** More headers (a trace context); the msg id and expectation are set on top of them. */
   headers?: MsgHdrs;
+}
+
+/** What the server answered for one message (the fields of a PubAck that Sonar reads). */
+export interface PublishAck {
+  seq: number;
+  duplicate: boolean;
 }
 
 /** nats.js's JetStream request timeout when none is configured, and so `js.publish`'s. */
 export const JS_TIMEOUT_MS = 5_000;
 
+/** How a publish ends: its ack, or what `js.publish` would have thrown. */
+type Settle = (r: PromiseSettledResult<PublishAck>) => void;
+
 interface Pending {
-  resolve: (ack: PipelinedAck) => void;
-  reject: (err: unknown) => void;
+  settle: Settle;
   subject: string;
   /** performance.now() past which the publish fails with a TimeoutError. */
   deadline: number;
@@ -37,8 +50,9 @@ interface Pending {
  * saturation that machinery is a visible share of its CPU (docs/benchmarks.md). Here a
  * publish is a map entry, and one timer sweeps the deadlines. The server sees what
  * `js.publish` sends: an HPUB with the same headers and a reply subject, answered with the
- * same PubAck; dedupe and optimistic concurrency stay the server's, and the errors are those
- * of `publishPipelined` (a JetStreamApiError for a refusal, a TimeoutError after `timeoutMs`).
+ * same PubAck; dedupe and optimistic concurrency stay the server's, and so do the errors (a
+ * JetStreamApiError for a refusal, such as 10071 for a stale expected sequence), with a
+ * TimeoutError after `timeoutMs`, as `js.publish`'s.
  */
 export class AckedPublisher {
   private sub: Subscription | null = null;
@@ -56,37 +70,78 @@ export class AckedPublisher {
   ) {}
 
   /** Publishes `m`; resolves with its ack, rejects with what `js.publish` would have thrown. */
-  publish(m: AckedMessage): Promise<PipelinedAck> {
+  publish(m: AckedMessage): Promise<PublishAck> {
     return new Promise((resolve, reject) => {
       try {
-        // A draining connection has dropped the inbox already: the message would be stored
-        // and its ack lost. Refused before sending, as nats.js refuses a request then.
-        if (this.nc.isDraining()) throw new DrainingConnectionError();
-        this.subscribed();
-        const id = this.nextId++;
-        const h = m.headers ?? headers();
-        h.set(PubHeaders.MsgIdHdr, m.msgId);
-        if (m.expectedLastSubjectSeq !== undefined) {
-          h.set(PubHeaders.ExpectedLastSubjectSequenceHdr, `${m.expectedLastSubjectSeq}`);
-        }
-        this.pending.set(id, {
-          resolve,
-          reject,
-          subject: m.subject,
-          deadline: performance.now() + this.timeoutMs,
+        this.send(m, (r) => {
+          if (r.status === 'fulfilled') resolve(r.value);
+          else reject(r.reason instanceof Error ? r.reason : new Error(String(r.reason)));
         });
-        try {
-          this.nc.publish(m.subject, m.payload, { reply: `${this.inbox}.${id}`, headers: h });
-        } catch (err: unknown) {
-          // A closed connection or a payload over max_payload: this one is not sent.
-          this.pending.delete(id);
-          throw err;
-        }
-        this.arm();
       } catch (err: unknown) {
         reject(err instanceof Error ? err : new Error(String(err)));
       }
     });
+  }
+
+  /**
+   * Publishes many messages, at most `window` in flight: many aggregates at once without a
+   * round trip each. Results are in input order; a refused message is a rejected entry and
+   * the others still land. A sent one that failed (a timeout) may still be stored: a caller
+   * retries it with the same msg id, which the server dedupes. Callbacks, not a promise per
+   * message: this is the bulk path (a submit of 100k tasks).
+   */
+  publishAll(
+    messages: readonly AckedMessage[],
+    window: number,
+  ): Promise<PromiseSettledResult<PublishAck>[]> {
+    const count = messages.length;
+    const results = new Array<PromiseSettledResult<PublishAck>>(count);
+    return new Promise((resolve) => {
+      let next = 0;
+      let settled = 0;
+      const fill = (): void => {
+        while (next < count && next - settled < window) {
+          const i = next++;
+          try {
+            this.send(messages[i]!, (r) => {
+              results[i] = r;
+              settled++;
+              fill();
+            });
+          } catch (reason: unknown) {
+            results[i] = { status: 'rejected', reason };
+            settled++;
+          }
+        }
+        if (settled === count) resolve(results);
+      };
+      fill();
+    });
+  }
+
+  /**
+   * Sends `m` with a reply subject under the inbox; `settle` is called once, later, with its
+   * ack. Throws, sending nothing, when it cannot be sent.
+   */
+  private send(m: AckedMessage, settle: Settle): void {
+    // A draining connection has dropped the inbox already: the message would be stored and
+    // its ack lost. Refused before sending, as nats.js refuses a request then.
+    if (this.nc.isDraining()) throw new DrainingConnectionError();
+    this.subscribed();
+    const id = this.nextId++;
+    const h = m.headers ?? headers();
+    h.set(PubHeaders.MsgIdHdr, m.msgId);
+    if (m.expectedLastSubjectSeq !== undefined) {
+      h.set(PubHeaders.ExpectedLastSubjectSequenceHdr, `${m.expectedLastSubjectSeq}`);
+    }
+    // A closed connection or a payload over max_payload throws here: this one is not sent.
+    this.nc.publish(m.subject, m.payload, { reply: `${this.inbox}.${id}`, headers: h });
+    this.pending.set(id, {
+      settle,
+      subject: m.subject,
+      deadline: performance.now() + this.timeoutMs,
+    });
+    this.arm();
   }
 
   /** Publishes in flight (for tests). */
@@ -114,7 +169,8 @@ export class AckedPublisher {
       this.watching = true;
       // A closed connection answers nothing more: fail what waits now, not at its deadline.
       void this.nc.closed().then((err) => this.failAll(err ?? new Error('connection closed')));
-      void this.watchRefusals();
+      // The status iterator ends, without throwing, when the connection closes.
+      this.watchRefusals().catch(() => undefined);
     }
   }
 
@@ -131,7 +187,7 @@ export class AckedPublisher {
       for (const [id, p] of this.pending) {
         if (p.subject !== err.subject) continue;
         this.pending.delete(id);
-        p.reject(err);
+        p.settle({ status: 'rejected', reason: err });
         break;
       }
     }
@@ -146,9 +202,7 @@ export class AckedPublisher {
     const p = this.pending.get(id);
     if (p === undefined) return; // timed out already: the late ack changes nothing
     this.pending.delete(id);
-    const r = ackOf(msg, p.subject);
-    if (r.status === 'fulfilled') p.resolve(r.value);
-    else p.reject(r.reason);
+    p.settle(ackOf(msg, p.subject));
   }
 
   private arm(): void {
@@ -159,21 +213,51 @@ export class AckedPublisher {
     this.sweeper = setTimeout(() => this.sweep(), wait + 1);
   }
 
+  // Both collect before settling: a settle may publish again (publishAll's next message).
   private sweep(): void {
     this.sweeper = null;
     const now = performance.now();
+    const expired: Pending[] = [];
     for (const [id, p] of this.pending) {
       if (p.deadline > now) break;
       this.pending.delete(id);
-      p.reject(new TimeoutError());
+      expired.push(p);
     }
+    for (const p of expired) p.settle({ status: 'rejected', reason: new TimeoutError() });
     this.arm();
   }
 
   private failAll(err: unknown): void {
-    for (const p of this.pending.values()) p.reject(err);
+    const failed = [...this.pending.values()];
     this.pending.clear();
     if (this.sweeper !== null) clearTimeout(this.sweeper);
     this.sweeper = null;
+    for (const p of failed) p.settle({ status: 'rejected', reason: err });
   }
+}
+
+const decoder = new TextDecoder();
+
+/** One ack: the PubAck, or the error `js.publish` would have thrown for it. */
+function ackOf(msg: Msg, subject: string): PromiseSettledResult<PublishAck> {
+  // An empty status message: no stream listens on the subject (503 no responders).
+  if (msg.data.length === 0) {
+    const code = msg.headers?.code ?? 0;
+    const reason = new JetStreamError(`no stream answered a publish to ${subject} (${code})`);
+    return { status: 'rejected', reason };
+  }
+  let v: { stream?: string; seq?: number; duplicate?: boolean; error?: ApiError };
+  try {
+    v = JSON.parse(decoder.decode(msg.data)) as typeof v;
+  } catch (err: unknown) {
+    return {
+      status: 'rejected',
+      reason: new JetStreamError('invalid ack response', { cause: err }),
+    };
+  }
+  if (v.error) return { status: 'rejected', reason: new JetStreamApiError(v.error) };
+  if (!v.stream || typeof v.seq !== 'number') {
+    return { status: 'rejected', reason: new JetStreamError('invalid ack response') };
+  }
+  return { status: 'fulfilled', value: { seq: v.seq, duplicate: v.duplicate === true } };
 }

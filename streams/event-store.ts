@@ -12,8 +12,7 @@ import { EVENT_VERSION } from '../actors/events.js';
 import type { EventRecord } from '../actors/projection.js';
 import { decodeEnvelope, encodeEnvelope } from './envelope.js';
 import { ConcurrencyError } from './errors.js';
-import { AckedPublisher, JS_TIMEOUT_MS } from './acked-publisher.js';
-import { publishPipelined } from './pipelined-publish.js';
+import { AckedPublisher } from './acked-publisher.js';
 import { jetstreamManagerOf, jetstreamOf } from './jetstream-api.js';
 import type { Names } from './names.js';
 
@@ -38,16 +37,10 @@ export interface AppendOptions {
   payload?: Uint8Array;
 }
 
-/** One entry of `appendMany`. */
-export interface AppendItem {
+/** One entry of `appendMany`: an event, its subject, and what `append` takes with them. */
+export interface AppendItem extends AppendOptions {
   subject: string;
   event: NewEvent;
-  expectedSeq?: number;
-  /**
-   * `encodeEnvelope(event)`, when the caller encoded it already (to know its own write by
-   * its bytes when the stream delivers it back).
-   */
-  payload?: Uint8Array;
 }
 
 export interface Appended {
@@ -194,25 +187,23 @@ export class EventStore {
   }
 
   /**
-   * Appends to many aggregates at once, pipelined: up to `window` publishes in flight on the
-   * one connection instead of a round trip each (streams/pipelined-publish.ts: the same
-   * headers as `append`, without a nats.js request per event). Results are in input order; a
-   * failed append is a rejected entry (a stale `expectedSeq` is a ConcurrencyError), and the
-   * others still land.
+   * Appends to many aggregates at once: up to `window` publishes in flight on the one
+   * connection instead of a round trip each, with the same headers as `append`. Results are
+   * in input order; a failed append is a rejected entry (a stale `expectedSeq` is a
+   * ConcurrencyError), and the others still land.
    */
   async appendMany(
     items: readonly AppendItem[],
     window = 512,
   ): Promise<PromiseSettledResult<Appended>[]> {
-    const acks = await publishPipelined(
-      this.nc,
+    const acks = await this.publisher.publishAll(
       items.map((it) => ({
         subject: it.subject,
         payload: it.payload ?? encodeEnvelope(it.event),
         msgId: it.event.id,
         ...(it.expectedSeq !== undefined && { expectedLastSubjectSeq: it.expectedSeq }),
       })),
-      { window, timeoutMs: this.js.getOptions().timeout ?? JS_TIMEOUT_MS },
+      window,
     );
     return acks.map((r, i) => {
       if (r.status === 'fulfilled') return r;

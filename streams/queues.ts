@@ -3,9 +3,8 @@ import { headers } from '@nats-io/transport-node';
 import type { MsgHdrs } from '@nats-io/transport-node';
 import { z } from 'zod';
 import { ID_RE } from '../actors/ids.js';
-import type { AckedPublisher } from './acked-publisher.js';
+import type { AckedPublisher, PublishAck } from './acked-publisher.js';
 import type { Names } from './names.js';
-import type { PipelinedAck } from './pipelined-publish.js';
 
 const encoder = new TextEncoder();
 
@@ -80,7 +79,7 @@ export function publishDispatch(
   tag: string,
   body: DispatchMessage,
   traceparent?: string,
-): Promise<PipelinedAck> {
+): Promise<PublishAck> {
   return publisher.publish({
     subject: n.subjects.dispatch(tag),
     payload: encoder.encode(JSON.stringify(body)),

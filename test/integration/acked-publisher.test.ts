@@ -161,6 +161,28 @@ describe('AckedPublisher', () => {
     silent.unsubscribe();
   });
 
+  it('publishAll keeps at most its window in flight and fails every entry when the connection closes', async () => {
+    const nc = await connect({ servers: nats.server.url });
+    const silent = nats.nc.subscribe('silent.all');
+    await nats.nc.flush();
+    const publisher = new AckedPublisher(nc, 60_000);
+    const messages = Array.from({ length: 50 }, (_, i) => ({
+      subject: 'silent.all',
+      payload: bytes(`${i}`),
+      msgId: `m${i}`,
+    }));
+    const all = publisher.publishAll(messages, 8);
+    await nc.flush();
+    // Nobody acks: the first window waits, the rest are not sent yet.
+    expect(publisher.inFlight).toBe(8);
+    await nc.close();
+    const results = await all;
+    expect(results).toHaveLength(50);
+    expect(results.every((r) => r.status === 'rejected')).toBe(true);
+    expect(publisher.inFlight).toBe(0);
+    silent.unsubscribe();
+  });
+
   it('refuses a publish on a draining connection before sending it', async () => {
     const n = await freshTopology(nats.nc);
     const nc = await connect({ servers: nats.server.url });

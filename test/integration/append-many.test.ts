@@ -1,5 +1,5 @@
 /**
- * EventStore.appendMany on its pipelined publish path (streams/pipelined-publish.ts): the
+ * EventStore.appendMany, a window of publishes in flight (AckedPublisher.publishAll): the
  * same guarantees as `append`, many at once: the expected last subject sequence, msg-id
  * dedupe, results in input order, one refusal not stopping the others.
  */
