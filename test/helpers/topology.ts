@@ -1,6 +1,6 @@
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { nuid } from '@nats-io/transport-node';
+import { randomBytes } from 'node:crypto';
 import { EventStore } from '../../streams/event-store.js';
 import { names } from '../../streams/names.js';
 import type { Names } from '../../streams/names.js';
@@ -8,8 +8,17 @@ import { ensureTopology } from '../../streams/provision.js';
 import { DEFAULT_TOPOLOGY_OPTIONS } from '../../streams/topology.js';
 import type { TopologyOptions } from '../../streams/topology.js';
 
-/** A fresh prefix per test (`t<nuid>`), like BullMQ's random queue names. */
-export const freshPrefix = (): string => `t${nuid.next().toLowerCase().slice(-10)}`;
+/** Random per test process: a file's tests share one process and, often, one server. */
+const processPart = randomBytes(5).toString('hex');
+let made = 0;
+
+/**
+ * A fresh prefix per test (`t<random><count>`), like BullMQ's random queue names. Counted
+ * within the process, so no two tests of a file ever meet on one server's streams (a
+ * lowercased nuid tail could: its letters differ only in case, and a test that met an
+ * earlier test's stream would replay that test's events as its own).
+ */
+export const freshPrefix = (): string => `t${processPart}${(++made).toString(36)}`;
 
 /** Provisions a fresh topology on `nc` and returns its names. */
 export async function freshTopology(
