@@ -28,6 +28,17 @@ import { freshTopology } from '../helpers/topology.js';
 const nats = serverPerFile();
 const bytes = (s: string) => new TextEncoder().encode(s);
 
+/**
+ * A publisher on a connection of its own, for publishes to `subject` that nobody answers:
+ * the file's connection listens there, so the server reports no "no responders".
+ */
+async function unansweredOn(subject: string) {
+  const nc = await connect({ servers: nats.server.url });
+  const silent = nats.nc.subscribe(subject);
+  await nats.nc.flush();
+  return { nc, silent, publisher: new AckedPublisher(nc, 60_000) };
+}
+
 describe('AckedPublisher', () => {
   it('gives each of many publishes in flight its own ack, in the stream order they were sent', async () => {
     const n = await freshTopology(nats.nc);
@@ -144,10 +155,7 @@ describe('AckedPublisher', () => {
   });
 
   it('fails what waits at once when its connection closes, and refuses publishes after', async () => {
-    const nc = await connect({ servers: nats.server.url });
-    const silent = nats.nc.subscribe('silent.close');
-    await nats.nc.flush();
-    const publisher = new AckedPublisher(nc, 60_000);
+    const { nc, silent, publisher } = await unansweredOn('silent.close');
     const waiting = publisher.publish({ subject: 'silent.close', payload: bytes('1'), msgId: 'a' });
     await nc.flush();
     const started = performance.now();
@@ -162,10 +170,7 @@ describe('AckedPublisher', () => {
   });
 
   it('publishAll keeps at most its window in flight and fails every entry when the connection closes', async () => {
-    const nc = await connect({ servers: nats.server.url });
-    const silent = nats.nc.subscribe('silent.all');
-    await nats.nc.flush();
-    const publisher = new AckedPublisher(nc, 60_000);
+    const { nc, silent, publisher } = await unansweredOn('silent.all');
     const messages = Array.from({ length: 50 }, (_, i) => ({
       subject: 'silent.all',
       payload: bytes(`${i}`),
