@@ -1,4 +1,4 @@
-import { DeliverPolicy, JetStreamApiError, JetStreamApiCodes, jetstream } from '@nats-io/jetstream';
+import { DeliverPolicy, JetStreamApiError, JetStreamApiCodes } from '@nats-io/jetstream';
 import type {
   Consumer,
   JetStreamClient,
@@ -125,7 +125,6 @@ export function recordOf(m: JsMsg, recognize?: ReadOptions['recognize']): EventR
  * one aggregate, replays the whole stream with an ordered consumer.
  */
 export class EventStore {
-  readonly js: JetStreamClient;
   private jsmPromise: Promise<JetStreamManager> | null = null;
   private readerPromise: Promise<JetStreamClient> | null = null;
   /** endSeq's last look behind a stream end that was removed. */
@@ -136,9 +135,7 @@ export class EventStore {
     readonly names: Names,
     /** Publishes the appends; the backend shares its own with the dispatch queue. */
     private readonly publisher = new AckedPublisher(nc),
-  ) {
-    this.js = jetstream(nc);
-  }
+  ) {}
 
   /** The manager reads go through: on the readers' API prefix for a client or operator. */
   jsm(): Promise<JetStreamManager> {

@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { jetstreamManager } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { RetentionPolicy, StorageType } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { describe, expect, it } from 'vitest';
@@ -153,7 +153,10 @@ describe('EventStore', () => {
     const n = await freshTopology(nats.nc);
     const store = new EventStore(nats.nc, n);
     await appendNext(store, n.subjects.task('r1', 't1'), taskCreated());
-    await store.js.publish(n.subjects.task('r1', 't1'), new TextEncoder().encode('not json'));
+    await jetstream(nats.nc).publish(
+      n.subjects.task('r1', 't1'),
+      new TextEncoder().encode('not json'),
+    );
     const p = createProjection();
     const skipped: string[] = [];
     await store.replay((r) => {
